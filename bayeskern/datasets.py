@@ -1,0 +1,43 @@
+"""Built-in synthetic data (generated, never downloaded), seeded with NumPy's default_rng."""
+
+import numpy as np
+
+__all__ = ["blobs", "normal_vs_laplace", "rotation"]
+
+
+def rotation(angle: float) -> np.ndarray:
+    """2-D rotation matrix R(angle): (2, 2)."""
+    c, s = np.cos(angle), np.sin(angle)
+    return np.array([[c, -s], [s, c]])
+
+
+def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle: float = np.pi / 4, seed=0):
+    """Grid-of-Gaussians two-sample problem (Gretton et al. 2012; spec bke.md §13.1).
+
+    Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre
+    plus N(0, R diag(eps, 1) R^T) noise with R = R(angle). ``per`` points per centre,
+    centres repeated consecutively. Returns (P, Q), each (9 * per, 2). eps = 1 gives P = Q.
+    """
+    if not eps > 0:
+        raise ValueError(f"eps must be positive, got {eps}")
+    if per < 1:
+        raise ValueError(f"per must be >= 1, got {per}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    grid = (np.arange(3) - 1) * spacing
+    centres = np.repeat(np.array([(a, b) for a in grid for b in grid]), per, axis=0)
+    P = centres + rng.standard_normal(centres.shape)
+    Q = centres + rng.standard_normal(centres.shape) @ (rotation(angle) @ np.diag([np.sqrt(eps), 1.0])).T
+    return P, Q
+
+
+def normal_vs_laplace(n: int, seed=0):
+    """P = N(0, 1) and Q = Laplace(0, sqrt(1/2)): equal mean and variance, different shape.
+
+    Returns (XP, XQ), each (n, 1), drawn in that order from ``default_rng(seed)``.
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    xp = rng.standard_normal(n)
+    xq = rng.laplace(0.0, np.sqrt(0.5), n)
+    return xp[:, None], xq[:, None]

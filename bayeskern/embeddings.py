@@ -1,0 +1,104 @@
+"""Weighted kernel mean embeddings, witness functions and the S-KMSE shrinkage estimator."""
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._config import require_x64
+from ._validation import check_finite, check_positive, check_same_length, is_concrete, num_points
+from .kernels.base import Kernel
+from .kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_matvec
+from .linalg import cho_solve_psd, cholesky
+
+__all__ = ["KernelEmbedding", "mean_embedding", "witness", "skmse"]
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class KernelEmbedding:
+    """The RKHS function mu(.) = sum_i weights[i] k(points[i], .).
+
+    points: n inputs of the kernel (array (n, d) or a pair for tensor-product
+    kernels); weights: (n,). Uniform weights 1/n give the empirical mean embedding;
+    signed weights give witness functions. A pytree, so it passes through ``jit``.
+    """
+
+    kernel: Kernel
+    points: object
+    weights: jax.Array
+
+    def __call__(self, T, *, block_size: int = DEFAULT_BLOCK_SIZE):
+        """Evaluate mu at the points T: (s,). Matrix-free in n and s."""
+        return kernel_matvec(self.kernel, T, self.points, self.weights, block_size=block_size)
+
+    def inner(self, other: "KernelEmbedding", *, block_size: int = DEFAULT_BLOCK_SIZE):
+        """RKHS inner product <self, other> = w^T K(X, X') w'."""
+        _check_same_kernel(self.kernel, other.kernel)
+        return jnp.dot(self.weights, other(self.points, block_size=block_size))
+
+    def norm2(self, *, block_size: int = DEFAULT_BLOCK_SIZE):
+        """Squared RKHS norm ||mu||^2 (for a witness: the biased MMD^2)."""
+        return self.inner(self, block_size=block_size)
+
+    def __add__(self, other: "KernelEmbedding"):
+        _check_same_kernel(self.kernel, other.kernel)
+        points = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), self.points, other.points)
+        return KernelEmbedding(self.kernel, points, jnp.concatenate([self.weights, other.weights]))
+
+    def __neg__(self):
+        return KernelEmbedding(self.kernel, self.points, -self.weights)
+
+    def __sub__(self, other: "KernelEmbedding"):
+        return self + (-other)
+
+    def __mul__(self, c):
+        return KernelEmbedding(self.kernel, self.points, c * self.weights)
+
+    __rmul__ = __mul__
+
+
+def _check_same_kernel(k1: Kernel, k2: Kernel):
+    leaves1, tree1 = jax.tree.flatten(k1)
+    leaves2, tree2 = jax.tree.flatten(k2)
+    same = tree1 == tree2 and all(jnp.shape(a) == jnp.shape(b) for a, b in zip(leaves1, leaves2))
+    if same and is_concrete(leaves1 + leaves2):
+        same = all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(leaves1, leaves2))
+    if not same:
+        raise ValueError(f"embeddings use different kernels ({k1!r} vs {k2!r}); combine only embeddings in one RKHS")
+
+
+def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
+    """Empirical mean embedding (1/n) sum_i k(x_i, .), or sum_i w_i k(x_i, .) with given weights (n,)."""
+    X = kernel._prepare(X, "X")
+    n = num_points(X)
+    if weights is None:
+        weights = jnp.full((n,), 1.0 / n)
+    else:
+        weights = check_finite(jnp.asarray(weights, dtype=jnp.result_type(float)), "weights")
+        if weights.ndim != 1:
+            raise ValueError(f"weights must have shape (n,), got {weights.shape}")
+        check_same_length(X, weights, "X and weights")
+    return KernelEmbedding(kernel, X, weights)
+
+
+def witness(X, Y, kernel: Kernel) -> KernelEmbedding:
+    """Unnormalised witness function mu_X - mu_Y of two samples (its RKHS norm^2 is the biased MMD^2)."""
+    return mean_embedding(X, kernel) - mean_embedding(Y, kernel)
+
+
+def skmse(X, kernel: Kernel, lam) -> KernelEmbedding:
+    """Spectral kernel mean shrinkage estimator (Muandet et al.).
+
+    mu_lam = Sigma (Sigma + lam I)^{-1} mu_hat = sum_i beta_i k(x_i, .) with
+    beta = (K + n lam I)^{-1} K 1 / n. X: (n, d); lam > 0. Needs float64.
+    """
+    require_x64("skmse")
+    lam = check_positive(jnp.asarray(lam, dtype=jnp.result_type(float)), "lam")
+    X = kernel._prepare(X, "X")
+    n = num_points(X)
+    K = kernel._cross(X, X)
+    L = cholesky(K + n * lam * jnp.eye(n, dtype=K.dtype), what="K + n lam I (skmse)")
+    beta = cho_solve_psd(L, jnp.mean(K, axis=1))
+    return KernelEmbedding(kernel, X, beta)

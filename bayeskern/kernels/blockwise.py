@@ -1,0 +1,108 @@
+"""Matrix-free kernel reductions: mat-vecs, row sums and totals in blocks.
+
+Nothing here forms an n x m kernel matrix: rows and columns are cut into blocks
+of at most ``block_size`` points, so memory is O(block_size^2 + n k) whatever n
+is. With ``block_size >= max(n, m)`` the computation is the dense one.
+"""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from .._validation import check_finite, check_same_length, num_points
+from .base import Kernel
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "kernel_matvec",
+    "kernel_row_sums",
+    "kernel_sum",
+    "block_row_reduce",
+]
+
+DEFAULT_BLOCK_SIZE = 1024
+
+
+def _to_blocks(A, size: int):
+    """Pad a data pytree to a multiple of ``size`` rows (repeating row 0) and reshape to blocks."""
+    n = num_points(A)
+    n_blocks = -(-n // size)
+    pad = n_blocks * size - n
+
+    def cut(a):
+        if pad:
+            a = jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad,) + a.shape[1:])])
+        return a.reshape((n_blocks, size) + a.shape[1:])
+
+    mask = (jnp.arange(n_blocks * size) < n).reshape(n_blocks, size)
+    return jax.tree.map(cut, A), mask
+
+
+def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
+    """Row-wise sum over column blocks: ``out[i] = sum_blocks fn(A_I, B_J, mask_J)[i]``.
+
+    ``A`` (n rows) and ``B`` (m rows) are pytrees of arrays. ``fn(A_block, B_block,
+    col_mask)`` returns an array with leading dimension ``len(A_block)``; it must
+    zero the contribution of padded columns (``col_mask`` is False there).
+    Returns the per-row sums, leading dimension n. Traceable (use inside ``jit``).
+    """
+    n, m = num_points(A), num_points(B)
+    size_a, size_b = min(block_size, n), min(block_size, m)
+    A_blocks, _ = _to_blocks(A, size_a)
+    B_blocks, B_mask = _to_blocks(B, size_b)
+    first_a = jax.tree.map(lambda a: a[0], A_blocks)
+    first_b = jax.tree.map(lambda b: b[0], B_blocks)
+    out_shape = jax.eval_shape(fn, first_a, first_b, B_mask[0])
+
+    def one_row_block(a_block):
+        def step(acc, inputs):
+            b_block, b_mask = inputs
+            return acc + fn(a_block, b_block, b_mask), None
+
+        acc0 = jnp.zeros(out_shape.shape, out_shape.dtype)
+        acc, _ = lax.scan(step, acc0, (B_blocks, B_mask))
+        return acc
+
+    out = lax.map(one_row_block, A_blocks)
+    return out.reshape((-1,) + out.shape[2:])[:n]
+
+
+@partial(jax.jit, static_argnames=("block_size",))
+def _matvec(kernel, X, Y, V, block_size):
+    def fn(x_block, yv_block, mask):
+        y_block, v_block = yv_block
+        return kernel._cross(x_block, y_block) @ jnp.where(mask[:, None], v_block, 0.0)
+
+    return block_row_reduce(fn, X, (Y, V), block_size=block_size)
+
+
+def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SIZE):
+    """K(X, Y) @ V without forming K(X, Y).
+
+    X: n points, Y: m points, V: (m,) or (m, k). Returns (n,) or (n, k).
+    Memory O(block_size^2 + (n + m) k).
+    """
+    X, Y = kernel._prepare_pair(X, Y)
+    V = check_finite(jnp.asarray(V), "V")
+    if not jnp.issubdtype(V.dtype, jnp.floating):
+        V = V.astype(jnp.result_type(float))
+    if V.ndim not in (1, 2):
+        raise ValueError(f"V must have shape (m,) or (m, k), got {V.shape}")
+    check_same_length(Y, V, "Y and V")
+    out = _matvec(kernel, X, Y, V.reshape(V.shape[0], -1), block_size)
+    return out[:, 0] if V.ndim == 1 else out
+
+
+def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
+    """Row sums sum_j k(x_i, y_j) (Y defaults to X): (n,). Matrix-free."""
+    Y = X if Y is None else Y
+    X, Y = kernel._prepare_pair(X, Y)
+    ones = jnp.ones((num_points(Y), 1), jnp.result_type(float))
+    return _matvec(kernel, X, Y, ones, block_size)[:, 0]
+
+
+def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
+    """Total sum_{i,j} k(x_i, y_j) (Y defaults to X). Matrix-free."""
+    return jnp.sum(kernel_row_sums(kernel, X, Y, block_size=block_size))

@@ -1,0 +1,38 @@
+"""Dot-product kernels on R^d."""
+
+import jax.numpy as jnp
+
+from .._validation import check_nonnegative
+from .base import Kernel
+
+__all__ = ["Linear", "Polynomial"]
+
+
+class Linear(Kernel):
+    """k(x, y) = x . y."""
+
+    def _cross(self, X, Y):
+        return X @ Y.T
+
+    def _paired(self, X, Y):
+        return jnp.sum(X * Y, axis=-1)
+
+
+class Polynomial(Kernel):
+    """k(x, y) = (x . y + offset)^degree with integer degree >= 1 and offset >= 0."""
+
+    _leaves = ("offset",)
+    _static = ("degree",)
+
+    def __init__(self, degree: int = 2, offset=1.0):
+        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
+            raise ValueError(f"Polynomial degree must be an integer >= 1, got {degree!r}")
+        self.degree = degree
+        offset = jnp.asarray(offset, dtype=jnp.result_type(float))
+        self.offset = check_nonnegative(offset, "Polynomial offset")
+
+    def _cross(self, X, Y):
+        return (X @ Y.T + self.offset) ** self.degree
+
+    def _paired(self, X, Y):
+        return (jnp.sum(X * Y, axis=-1) + self.offset) ** self.degree

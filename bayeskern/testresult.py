@@ -1,0 +1,36 @@
+"""Result object shared by the kernel hypothesis tests."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["HypothesisTestResult", "permutation_p_value"]
+
+
+def permutation_p_value(observed: float, null) -> float:
+    """(1 + #{null >= observed}) / (1 + B): exact level for exchangeable data."""
+    null = np.asarray(null)
+    return float((1 + np.count_nonzero(null >= observed)) / (1 + null.size))
+
+
+@dataclass(frozen=True)
+class HypothesisTestResult:
+    """Outcome of a kernel test.
+
+    statistic: the observed statistic; p_value: its p-value under H0;
+    method: how the null was obtained ("permutation", "gamma", "normal");
+    null_samples: the permutation statistics (B,) when ``method == "permutation"``;
+    kernels: the kernel(s) used, so a run can be reproduced.
+    """
+
+    statistic: float
+    p_value: float
+    method: str
+    null_samples: np.ndarray | None = field(default=None, repr=False)
+    kernels: tuple = field(default=(), repr=False)
+
+    def reject(self, alpha: float = 0.05) -> bool:
+        """Whether H0 is rejected at level alpha (p_value <= alpha)."""
+        if not 0.0 < alpha < 1.0:
+            raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+        return self.p_value <= alpha

@@ -1,0 +1,1 @@
+"""MCMC drivers, diagnostics and arviz conversion (installed as ``bayeskern.inference``)."""

@@ -1,0 +1,1 @@
+"""NumPyro models of bayeskern (installed as ``bayeskern.models``)."""
