@@ -124,7 +124,7 @@ def mmd_test(
     Y,
     kernel: Kernel | None = None,
     *,
-    key,
+    key=None,
     n_permutations: int = 500,
     estimator: str = "unbiased",
     block_size: int = DEFAULT_BLOCK_SIZE,
@@ -156,6 +156,8 @@ def mmd_test(
             raise ValueError("mmd_test(estimator='linear') needs at least 4 points per sample with non-constant pair statistics")
         return HypothesisTestResult(stat, float(1.0 - ndtr(stat / se)), "normal", None, (kernel,))
 
+    if key is None:
+        raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
     if n_permutations < 1:
         raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
     Z = jnp.concatenate([X, Y])

@@ -1,0 +1,70 @@
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import bayeskern as bk
+from bayeskern.linalg import CholeskyError, cholesky, jittered_cholesky
+
+
+def _run(code):
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, cwd="/")
+
+
+def test_import_changes_no_global_state_and_subpackages_install_under_bayeskern():
+    out = _run(
+        """
+        import importlib.util, jax
+        import bayeskern, bayeskern.models, bayeskern.inference
+        assert importlib.util.find_spec("models") is None and importlib.util.find_spec("inference") is None
+        print(jax.config.jax_enable_x64)
+        bayeskern.enable_x64()
+        print(jax.config.jax_enable_x64)
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"]
+
+
+def test_gram_solves_refuse_float32():
+    out = _run(
+        """
+        import numpy as np, bayeskern as bk
+        try:
+            bk.skmse(np.ones((3, 1)) * np.arange(3)[:, None], bk.RBF(1.0), 0.1)
+        except RuntimeError as e:
+            print(e)
+        """
+    )
+    assert "bayeskern.enable_x64()" in out.stdout, out.stderr
+
+
+def test_cholesky_adds_jitter_only_when_needed_and_reports_failure(rng):
+    A = rng.standard_normal((5, 5))
+    A = A @ A.T
+    L, added, ok = jittered_cholesky(A)
+    assert bool(ok) and float(added) == 0.0
+    np.testing.assert_allclose(L @ L.T, A, rtol=1e-12)
+    singular = np.ones((4, 4))  # rank one: needs jitter
+    L, added, ok = jittered_cholesky(singular)
+    assert bool(ok) and float(added) > 0 and np.all(np.isfinite(L))
+    with pytest.raises(CholeskyError, match="not positive definite"):
+        cholesky(-np.eye(3), what="test matrix")
+    with pytest.raises(ValueError, match="must be a square matrix"):
+        cholesky(np.ones((2, 3)))
+
+
+def test_blobs_generator_matches_its_design():
+    P, Q = bk.datasets.blobs(3.0, per=2000, seed=1)
+    assert P.shape == Q.shape == (18000, 2)
+    centres = np.repeat(np.array([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]) * 10 * np.sqrt(2), 2000, axis=0)
+    for c in range(9):
+        rows = slice(2000 * c, 2000 * (c + 1))
+        np.testing.assert_allclose(np.cov((Q - centres)[rows].T), [[2.0, 1.0], [1.0, 2.0]], atol=0.15)
+        np.testing.assert_allclose(np.cov((P - centres)[rows].T), np.eye(2), atol=0.1)
+    xp, xq = bk.datasets.normal_vs_laplace(20000, seed=0)
+    assert xp.shape == xq.shape == (20000, 1)
+    assert np.var(xq) == pytest.approx(1.0, rel=0.05)
+    assert np.mean(np.abs(xq)) == pytest.approx(np.sqrt(0.5), rel=0.05)
