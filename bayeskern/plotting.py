@@ -1,0 +1,45 @@
+"""Matplotlib figures for test results and witness functions (imported lazily by the CLI and examples)."""
+
+import numpy as np
+
+__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d"]
+
+
+def plot_null_distribution(ax, result, label: str = "statistic"):
+    """Histogram of the permutation null with the observed statistic marked."""
+    if result.null_samples is None:
+        raise ValueError(f"the result (method={result.method!r}) has no permutation null to plot")
+    ax.hist(result.null_samples, bins=40, color="0.7", label="permutation null")
+    ax.axvline(result.statistic, color="C3", lw=2, label=f"observed (p = {result.p_value:.3g})")
+    ax.set_xlabel(label)
+    ax.set_ylabel("count")
+    ax.legend(frameon=False)
+
+
+def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q")):
+    """Witness values on a 1-D grid, optional (lower, upper) band and rug plots of the samples."""
+    grid = np.asarray(grid).ravel()
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    if band is not None:
+        ax.fill_between(grid, np.asarray(band[0]), np.asarray(band[1]), color="C0", alpha=0.25, label="band")
+    ax.plot(grid, np.asarray(values), color="C0", lw=2, label="witness")
+    for sample, colour, name, level in ((X, "C1", labels[0], 0.02), (Y, "C2", labels[1], 0.04)):
+        if sample is not None:
+            s = np.asarray(sample).ravel()
+            ax.plot(s, np.full_like(s, -level * np.max(np.abs(values))), "|", color=colour, alpha=0.5, label=name)
+    ax.set_xlabel("x")
+    ax.set_ylabel("witness  mu_P - mu_Q")
+    ax.legend(frameon=False)
+
+
+def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
+    """Filled contour of witness values on a mesh (xx, yy, values all of one 2-D shape)."""
+    lim = float(np.max(np.abs(values))) or 1.0
+    cs = ax.contourf(xx, yy, values, levels=21, cmap="RdBu_r", vmin=-lim, vmax=lim)
+    for sample, colour, name in ((X, "C1", labels[0]), (Y, "C2", labels[1])):
+        if sample is not None:
+            s = np.asarray(sample)
+            ax.scatter(s[:, 0], s[:, 1], s=3, color=colour, alpha=0.4, label=name)
+    ax.set_aspect("equal")
+    ax.legend(frameon=False, loc="upper right")
+    return cs
