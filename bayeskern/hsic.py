@@ -106,7 +106,7 @@ def _null_matrix_free(kx, ky, X, Y, perms, block_size):
 @partial(jax.jit, static_argnames=("block_size",))
 def _gamma_parameters(kx, ky, X, Y, block_size):
     """Observed n * HSIC_b and the Gamma(shape, scale) null of Gretton et al. (2008)."""
-    n = X.shape[0]
+    n = float(X.shape[0])  # float: n^4 overflows int64 for n ~ 10^5
     rK, rL, dK, dL, sKL = _moments(kx, ky, X, Y, block_size)
     aK, aL = rK / n, rL / n
     mK, mL = jnp.mean(aK), jnp.mean(aL)

@@ -21,30 +21,24 @@ class CholeskyError(np.linalg.LinAlgError):
 def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     """Lower Cholesky factor of a symmetric PSD matrix, adding jitter only if needed.
 
-    Tries ``A``, then ``A + jitter * 10^t * mean(diag A) * I`` for t = 0..max_tries-1,
+    Tries ``A``, then ``A + jitter * 10^(t-1) * mean(diag A) * I`` for t = 1..max_tries,
     stopping at the first finite factor. Returns ``(L, added, ok)``: the factor,
-    the jitter actually added, and whether a finite factor was found. Traceable.
+    the jitter actually added, and whether a finite factor was found. Traceable
+    and differentiable (``jit``, ``grad``, ``vmap``).
     """
     A = 0.5 * (A + A.T)
     scale = jnp.maximum(jnp.mean(jnp.diag(A)), jnp.finfo(A.dtype).tiny)
     eye = jnp.eye(A.shape[0], dtype=A.dtype)
 
     def attempt(t):
-        added = jnp.where(t == 0, 0.0, jitter * 10.0 ** (t - 1) * scale)
+        added = jitter * 10.0 ** (t - 1) * scale if t > 0 else jnp.zeros((), A.dtype)
         L = jnp.linalg.cholesky(A + added * eye)
         return L, added, jnp.all(jnp.isfinite(L))
 
-    def cond(state):
-        t, _, _, ok = state
-        return (~ok) & (t < max_tries + 1)
-
-    def body(state):
-        t, _, _, _ = state
-        L, added, ok = attempt(t)
-        return t + 1, L, added, ok
-
-    L0, added0, ok0 = attempt(0)
-    _, L, added, ok = lax.while_loop(cond, body, (jnp.asarray(1), L0, added0, ok0))
+    # unrolled lax.cond chain (not a while_loop) so reverse-mode autodiff goes through
+    L, added, ok = attempt(0)
+    for t in range(1, max_tries + 1):
+        L, added, ok = lax.cond(ok, lambda s: s, lambda s, t=t: attempt(t), (L, added, ok))
     return L, added, ok
 
 

@@ -5,7 +5,7 @@ from .blockwise import DEFAULT_BLOCK_SIZE, block_row_reduce, kernel_matvec, kern
 from .discrete import Indicator
 from .dot_product import Linear, Polynomial
 from .heuristics import median_heuristic
-from .stationary import RBF, Matern12, Matern32, Matern52, RationalQuadratic, Stationary
+from .stationary import RBF, Matern12, Matern32, Matern52, RationalQuadratic, RBFFull, Stationary, se_scale_tril
 
 __all__ = [
     "Kernel",
@@ -15,6 +15,8 @@ __all__ = [
     "TensorProduct",
     "Stationary",
     "RBF",
+    "RBFFull",
+    "se_scale_tril",
     "Matern12",
     "Matern32",
     "Matern52",

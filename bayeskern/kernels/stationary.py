@@ -13,10 +13,12 @@ exactly k(0) and their gradients at r = 0 are finite.
 import abc
 
 import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
 
+from .._validation import check_positive, is_concrete
 from .base import Kernel, as_float_param
 
-__all__ = ["Stationary", "RBF", "Matern12", "Matern32", "Matern52", "RationalQuadratic"]
+__all__ = ["Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "se_scale_tril"]
 
 
 _UNROLL_MAX_DIM = 16
@@ -122,3 +124,58 @@ class RationalQuadratic(Stationary):
 
     def profile(self, r2):
         return (1.0 + r2 / (2.0 * self.alpha)) ** (-self.alpha)
+
+
+class RBFFull(Kernel):
+    """Squared exponential with a full covariance: exp(-(x - y)^T Sigma^{-1} (x - y) / 2).
+
+    Parameterised by ``scale_tril``, a lower-triangular L with positive diagonal,
+    Sigma = L L^T (D x D). RBF(l) is the case L = l I.
+    """
+
+    _leaves = ("scale_tril",)
+
+    def __init__(self, scale_tril):
+        L = jnp.asarray(scale_tril)
+        if not jnp.issubdtype(L.dtype, jnp.floating):
+            L = L.astype(jnp.result_type(float))
+        if L.ndim != 2 or L.shape[0] != L.shape[1]:
+            raise ValueError(f"RBFFull scale_tril must be a square (D, D) matrix, got shape {L.shape}")
+        check_positive(jnp.diag(L), "RBFFull scale_tril diagonal")
+        self.scale_tril = jnp.tril(L)
+
+    @classmethod
+    def from_covariance(cls, Sigma):
+        """RBFFull with the given SPD covariance Sigma (D, D)."""
+        Sigma = jnp.asarray(Sigma, dtype=jnp.result_type(float))
+        L = jnp.linalg.cholesky(Sigma)
+        if is_concrete(L) and not bool(jnp.all(jnp.isfinite(L))):
+            raise ValueError("Sigma must be symmetric positive definite")
+        return cls(L)
+
+    def _whiten(self, X):
+        L = self.scale_tril
+        if L.shape[0] != X.shape[-1]:
+            raise ValueError(f"RBFFull scale_tril is {L.shape[0]}x{L.shape[0]} but the points have dimension {X.shape[-1]}")
+        return solve_triangular(L, X.T, lower=True).T
+
+    def _cross(self, X, Y):
+        return jnp.exp(-0.5 * _sqdist_expanded(self._whiten(X), self._whiten(Y)))
+
+    def _paired(self, X, Y):
+        return jnp.exp(-0.5 * jnp.sum((self._whiten(X) - self._whiten(Y)) ** 2, axis=-1))
+
+
+def se_scale_tril(kernel, dim: int):
+    """Cholesky factor of Sigma for a squared-exponential kernel k = exp(-d^T Sigma^{-1} d / 2): (D, D).
+
+    RBF(l): l I_D; RBF with ARD vector l: diag(l); RBFFull: its scale_tril.
+    """
+    if isinstance(kernel, RBFFull):
+        return kernel.scale_tril
+    if isinstance(kernel, RBF):
+        ls = kernel.lengthscale
+        if ls.ndim == 1 and ls.shape[0] != dim:
+            raise ValueError(f"RBF ARD lengthscale has {ls.shape[0]} entries but the points have dimension {dim}")
+        return jnp.diag(jnp.broadcast_to(ls, (dim,)))
+    raise TypeError(f"a squared-exponential kernel (RBF or RBFFull) is required, got {type(kernel).__name__}")

@@ -1,0 +1,200 @@
+"""BKE prior covariance, Kronecker likelihood and log-volume: identities and spec §16 reference values."""
+
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy import integrate
+
+from bayeskern.bke import ConvolvedSE, kron_loglik, log_pseudolikelihood, log_volume
+from bayeskern.kernels import RBF, Matern52, RBFFull
+
+
+@pytest.fixture
+def ref_problem():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((7, 2))
+    Z = rng.standard_normal((3, 2))
+    return X, Z
+
+
+def _dense_loglik(K, R, tau2):
+    m, n = K.shape
+    C = np.kron(np.ones((n, n)), R) + tau2 * np.eye(m * n)
+    v = K.T.reshape(-1)  # vec stacks columns of the (m, n) matrix
+    sign, logdet = np.linalg.slogdet(C)
+    return -0.5 * (logdet + v @ np.linalg.solve(C, v) + m * n * np.log(2 * np.pi))
+
+
+def test_reference_values_16_1(ref_problem):
+    X, Z = ref_problem
+    k = RBF(0.7)
+    K = k.cross(Z, X)
+    cases = [(ConvolvedSE(k), -17.4585372706), (ConvolvedSE(k, r_scale="unit"), -16.8960171879),
+             (ConvolvedSE(k, nu="gaussian", eta=1.5), -16.9432664951)]
+    for r, expected in cases:
+        R = r.gram(Z)
+        for method in ("cholesky", "eigh"):
+            assert float(kron_loglik(K, R, 0.5, method=method)) == pytest.approx(expected, abs=1e-9)
+        assert float(kron_loglik(K, R, 0.5)) == pytest.approx(_dense_loglik(np.asarray(K), np.asarray(R), 0.5), abs=1e-10)
+
+
+@pytest.mark.parametrize("m,n", list(itertools.product([1, 2, 3, 5], [1, 2, 7, 20])))
+def test_kronecker_equals_dense_gaussian(m, n):
+    fast_chol = jax.jit(lambda K, R, t: kron_loglik(K, R, t))
+    fast_eigh = jax.jit(lambda K, R, t: kron_loglik(K, R, t, method="eigh"))
+    for D in (1, 2, 3):
+        rng = np.random.default_rng(100 * m + 10 * n + D)
+        X, Z = rng.standard_normal((n, D)), rng.standard_normal((m, D))
+        k = RBF(rng.uniform(0.3, 2.0))
+        K, R = np.asarray(k.cross(Z, X)), np.asarray(ConvolvedSE(k).gram(Z))
+        for tau2 in (1e-2, 0.5, 3.0):
+            fast = float(fast_chol(K, R, tau2))
+            assert fast == pytest.approx(_dense_loglik(K, R, tau2), abs=1e-8)
+            assert float(fast_eigh(K, R, tau2)) == pytest.approx(fast, abs=1e-8)
+
+
+def test_reference_values_16_2_log_volume(ref_problem):
+    X, Z = ref_problem
+    k = RBF(0.7)
+    for method in ("closed", "autodiff"):
+        assert float(jnp.sum(log_volume(X, Z, k, method=method))) == pytest.approx(-11.6982412509, abs=1e-9)
+    x1, z1 = X[:, :1], Z[:, :1]
+    assert float(jnp.sum(log_volume(x1, z1, k))) == pytest.approx(-0.4463993096, abs=1e-9)
+    assert float(jnp.sum(log_volume(x1, z1, k, convention="stan"))) == pytest.approx(-5.7448288831, abs=1e-9)
+    np.testing.assert_allclose(log_volume(X, Z, k, convention="stan"), 2 * log_volume(X, Z, k) + np.log(0.5), rtol=1e-14)
+
+
+def test_log_volume_closed_form_matches_jacobian_identities(rng):
+    X, Z = rng.standard_normal((6, 2)), rng.standard_normal((5, 2))
+    Sigma = np.array([[0.6, 0.2], [0.2, 0.9]])
+    for k in (RBF(0.8), RBF(np.array([0.5, 1.4])), RBFFull.from_covariance(Sigma)):
+        closed = np.asarray(log_volume(X, Z, k))
+        np.testing.assert_allclose(log_volume(X, Z, k, method="autodiff"), closed, rtol=1e-10)
+        Sinv = np.linalg.inv(np.asarray(k.scale_tril @ k.scale_tril.T) if isinstance(k, RBFFull)
+                             else np.diag(np.broadcast_to(np.asarray(k.lengthscale) ** 2, (2,))))
+        for i, x in enumerate(X):
+            kx = np.asarray(k.cross(x[None], Z))[0]
+            J = -kx[:, None] * (x - Z) @ Sinv  # analytic Jacobian of phi_z
+            J_ad = np.asarray(jax.jacfwd(lambda p: k.cross(p[None], Z)[0])(jnp.asarray(x)))
+            np.testing.assert_allclose(J_ad, J, rtol=1e-12, atol=1e-300)
+            G = J.T @ J
+            assert np.all(np.linalg.eigvalsh(G) >= -1e-14) and np.allclose(G, G.T)
+            cauchy_binet = sum(np.linalg.det(J[[a, b]]) ** 2 for a, b in itertools.combinations(range(5), 2))
+            assert closed[i] == pytest.approx(0.5 * np.log(cauchy_binet), rel=1e-10)
+            assert closed[i] == pytest.approx(0.5 * np.linalg.slogdet(G)[1], rel=1e-10)
+
+
+def test_log_volume_is_stable_where_direct_jacobians_underflow():
+    X = np.array([[0.0, 0.0], [40.0, 0.1]])
+    Z = np.array([[1.0, 0.5], [-0.5, 1.0], [0.3, -0.8]])
+    k = RBF(0.5)  # at x = (40, .1) every k(x, z_l) underflows to 0 in float64
+    closed = np.asarray(log_volume(X, Z, k))
+    assert np.all(np.isfinite(closed)) and closed[1] < -6000
+
+
+def test_reference_values_16_3_convolved_kernel():
+    x, y = np.array([[0.3]]), np.array([[-0.8]])
+    assert float(ConvolvedSE(RBF(0.7)).cross(x, y)[0, 0]) == pytest.approx(0.669210285737, rel=1e-11)
+    assert float(ConvolvedSE(RBF(0.7), nu="gaussian", eta=1.5).cross(x, y)[0, 0]) == pytest.approx(0.627594358993, rel=1e-11)
+    x, y = np.array([[0.3, -0.2]]), np.array([[-0.5, 0.4]])
+    H, c = np.array([[2, 0.3], [0.3, 1]]), np.array([0.2, -0.1])
+    table = {
+        "iso": (RBF(0.7), (0.9242024924647, 0.8301153493892, 0.7431982000647)),
+        "ard": (RBF(np.array([0.7, 1.2])), (1.7884438540408, 1.4727969086413, 1.2262654429188)),
+        "full": (RBFFull.from_covariance(np.array([[0.49, 0.15], [0.15, 0.36]])), (0.5037208288820, 0.4585811749425, 0.4189280434860)),
+    }
+    for base, expected in table.values():
+        got = [float(r.cross(x, y)[0, 0]) for r in
+               (ConvolvedSE(base), ConvolvedSE(base, nu="gaussian", eta=1.5), ConvolvedSE(base, nu="gaussian", H=H, center=c))]
+        np.testing.assert_allclose(got, expected, rtol=1e-11)
+
+
+def _k(u, x, Sinv):
+    d = x - u
+    return np.exp(-0.5 * d @ Sinv @ d)
+
+
+@pytest.mark.parametrize("case", ["lebesgue", "gauss_iso", "gauss_full_centred"])
+def test_convolved_kernel_equals_quadrature(case):
+    # 1-D adaptive quadrature
+    x, y, th = 0.4, -0.3, 0.6
+    nu = {"lebesgue": lambda u: 1.0, "gauss_iso": lambda u: np.exp(-0.5 * u**2 / 1.3**2),
+          "gauss_full_centred": lambda u: np.exp(-0.5 * (u - 0.2) ** 2 / 0.7)}[case]
+    r = {"lebesgue": ConvolvedSE(RBF(th)), "gauss_iso": ConvolvedSE(RBF(th), nu="gaussian", eta=1.3),
+         "gauss_full_centred": ConvolvedSE(RBF(th), nu="gaussian", H=np.array([[0.7]]), center=np.array([0.2]))}[case]
+    f = lambda u: np.exp(-((x - u) ** 2) / (2 * th**2)) * np.exp(-((y - u) ** 2) / (2 * th**2)) * nu(u)
+    quad = integrate.quad(f, -np.inf, np.inf, epsabs=0, epsrel=1e-13)[0]
+    assert float(r.cross(np.array([[x]]), np.array([[y]]))[0, 0]) == pytest.approx(quad, rel=1e-9)
+    # 2-D cubature, full Sigma
+    Sigma = np.array([[0.5, 0.15], [0.15, 0.3]])
+    Sinv = np.linalg.inv(Sigma)
+    x2, y2 = np.array([0.3, -0.2]), np.array([-0.1, 0.4])
+    H = {"lebesgue": None, "gauss_iso": 1.3**2 * np.eye(2), "gauss_full_centred": np.array([[1.2, 0.3], [0.3, 0.8]])}[case]
+    c = np.array([0.2, -0.1]) if case == "gauss_full_centred" else np.zeros(2)
+    weight = (lambda u: 1.0) if H is None else (lambda u: np.exp(-0.5 * (u - c) @ np.linalg.solve(H, u - c)))
+    g = lambda v, u: _k(np.array([u, v]), x2, Sinv) * _k(np.array([u, v]), y2, Sinv) * weight(np.array([u, v]))
+    cub = integrate.dblquad(g, -8, 8, -8, 8, epsabs=1e-14, epsrel=1e-11)[0]
+    base = RBFFull.from_covariance(Sigma)
+    r2 = ConvolvedSE(base) if H is None else ConvolvedSE(base, nu="gaussian", H=H, center=c)
+    assert float(r2.cross(x2[None], y2[None])[0, 0]) == pytest.approx(cub, rel=1e-9)
+
+
+def test_eta_limit_and_unit_scale():
+    x, y = np.array([[0.3, -0.2]]), np.array([[-0.5, 0.4]])
+    leb = float(ConvolvedSE(RBF(0.7)).cross(x, y)[0, 0])
+    values = [float(ConvolvedSE(RBF(0.7), nu="gaussian", eta=e).cross(x, y)[0, 0]) for e in (1.0, 10.0, 100.0, 1e4)]
+    assert all(a < b for a, b in zip(values, values[1:])) and values[-1] < leb
+    assert 1 - values[2] / leb == pytest.approx(0.255 / 100**2, rel=0.01)
+    assert 1 - values[1] / leb == pytest.approx(2.544e-3, rel=1e-3)
+    # r_Leb = pi^{D/2} theta^D * SE kernel with lengthscale theta sqrt 2 (exactly)
+    X = np.random.default_rng(1).standard_normal((6, 2))
+    np.testing.assert_allclose(ConvolvedSE(RBF(0.7)).gram(X), np.pi * 0.49 * np.asarray(RBF(0.7 * np.sqrt(2)).gram(X)), rtol=1e-13)
+    np.testing.assert_allclose(ConvolvedSE(RBF(0.7), r_scale="unit").gram(X), RBF(0.7 * np.sqrt(2)).gram(X), rtol=1e-13)
+
+
+@pytest.mark.parametrize("r", [ConvolvedSE(RBF(0.5)), ConvolvedSE(RBF(np.array([0.4, 1.5])), nu="gaussian", eta=2.0),
+                               ConvolvedSE(RBFFull.from_covariance(np.array([[1.0, 0.4], [0.4, 0.5]])), nu="gaussian",
+                                           H=np.array([[2.0, 0.5], [0.5, 1.0]]), center=np.array([0.3, 0.0]), nu_normalised=True)])
+def test_convolved_gram_is_psd(r, rng):
+    R = np.asarray(r.gram(rng.standard_normal((40, 2))))
+    eig = np.linalg.eigvalsh(R)
+    assert eig.min() >= -1e-10 * eig.max() and np.allclose(R, R.T, atol=1e-14)
+
+
+def test_pseudolikelihood_gradient_matches_finite_differences(rng):
+    X, Z = rng.standard_normal((30, 1)), rng.standard_normal((5, 1)) + 0.05
+    f = lambda rho: log_pseudolikelihood(X, Z, RBF(jnp.exp(rho)), 1.0)
+    for theta in (0.5, 1.0, 3.0):
+        rho = np.log(theta)
+        h = 1e-5
+        fd = (float(f(rho + h)) - float(f(rho - h))) / (2 * h)
+        assert float(jax.grad(f)(rho)) == pytest.approx(fd, rel=1e-6)
+
+
+def test_pseudolikelihood_for_non_se_kernel_needs_prior_and_uses_autodiff_volume(rng):
+    X, Z = rng.standard_normal((20, 1)), rng.standard_normal((4, 1)) + 0.01
+    k = Matern52(0.8)
+    with pytest.raises(ValueError, match="prior_cov"):
+        log_pseudolikelihood(X, Z, k, 1.0)
+    value = log_pseudolikelihood(X, Z, k, 1.0, prior_cov=ConvolvedSE(RBF(0.8)), volume="autodiff")
+    assert np.isfinite(float(value))
+
+
+def test_pseudolikelihood_bad_inputs(rng):
+    X, Z = rng.standard_normal((10, 2)), rng.standard_normal((3, 2))
+    k = RBF(1.0)
+    with pytest.raises(ValueError, match="m >= D"):
+        log_pseudolikelihood(X, Z[:1], k)
+    with pytest.raises(ValueError, match="duplicated inducing points"):
+        log_pseudolikelihood(X, np.vstack([Z, Z[:1]]), k)
+    with pytest.raises(ValueError, match="also points of X"):
+        log_pseudolikelihood(np.vstack([X, Z[:1]]), Z, k)
+    with pytest.raises(ValueError, match="tau2 must be positive"):
+        log_pseudolikelihood(X, Z, k, tau2=0.0)
+    with pytest.raises(ValueError, match="X contains"):
+        log_pseudolikelihood(np.where(X > 1.5, np.nan, X), Z, k)
+    with pytest.raises(ValueError, match="exactly one of eta"):
+        ConvolvedSE(k, nu="gaussian")
