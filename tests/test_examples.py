@@ -12,6 +12,6 @@ def _load(name):
 
 
 def test_two_sample_quickstart_runs_and_detects_both_effects(tmp_path):
-    mmd, hsic = _load("two_sample_quickstart").main(tmp_path, n=200)
+    mmd, hsic = _load("two_sample_quickstart").main(tmp_path, n=400)
     assert mmd.reject(0.05) and hsic.reject(0.05)
     assert (tmp_path / "two_sample_quickstart.png").stat().st_size > 10_000
