@@ -91,8 +91,7 @@ def _null_matrix_free(kx, ky, X, Y, perms, block_size):
     """HSIC_b of (X, Y[perm]) for each permutation without forming K or L."""
     n = X.shape[0]
     ones = jnp.ones((n, 1))
-    rK = _matvec(kx, X, X, ones, block_size)[:, 0]
-    rL = _matvec(ky, Y, Y, ones, block_size)[:, 0]
+    rK, rL = (_matvec(k, A, A, ones, block_size)[:, 0] for k, A in ((kx, X), (ky, Y)))
     kxy = TensorProduct(kx, ky)
 
     def one(p):

@@ -10,7 +10,7 @@ from jax.scipy.special import logsumexp
 from .._validation import as_points, check_positive, is_concrete
 from ..kernels.base import Kernel
 from ..kernels.stationary import RBF, RBFFull, se_scale_tril
-from ..linalg import CholeskyError, jittered_cholesky, whiten
+from ..linalg import CholeskyError, jittered_cholesky, logdet_from_cholesky, whiten
 from .convolved import ConvolvedSE
 
 __all__ = ["kron_loglik", "log_volume", "log_pseudolikelihood", "check_inducing_points"]
@@ -31,7 +31,7 @@ def kron_loglik(Kzx, Rzz, tau2, *, method: str = "cholesky"):
     noise = tau2 / n
     if method == "cholesky":
         L, _, ok = jittered_cholesky(Rzz + noise * jnp.eye(m, dtype=Rzz.dtype))
-        logdet = 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
+        logdet = logdet_from_cholesky(L)
         quad = jnp.sum(whiten(L, mu) ** 2)
     elif method == "eigh":
         lam, Q = jnp.linalg.eigh(0.5 * (Rzz + Rzz.T))
