@@ -1,1 +1,5 @@
-"""MCMC drivers, diagnostics and arviz conversion (installed as ``bayeskern.inference``)."""
+"""Inference for bayeskern models (installed as ``bayeskern.inference``): type-II ML, NUTS drivers, diagnostics."""
+
+from .type2 import Type2Result, fit_type2, log_grid, tau2_profile
+
+__all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile"]
