@@ -8,11 +8,10 @@ import numpy as np
 from jax import lax
 from jax.scipy.special import gammaincc
 
-from ._validation import check_min_points, check_same_length
+from ._kernel_choice import choose_kernel
+from ._validation import as_points, check_min_points, check_same_length
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, _matvec, block_row_reduce
-from .kernels.heuristics import median_heuristic
-from .kernels.stationary import RBF
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
@@ -28,10 +27,10 @@ def _prepare(X, Y, kx, ky, minimum):
     return X, Y
 
 
-def _default_kernels(X, Y, kx, ky):
-    kx = RBF(median_heuristic(X)) if kx is None else kx
-    ky = RBF(median_heuristic(Y)) if ky is None else ky
-    return kx, ky
+def _default_kernels(X, Y, kx, ky, key):
+    keys = (None, None) if key is None else (jax.random.fold_in(key, 0xB1), jax.random.fold_in(key, 0xB2))
+    return (choose_kernel(kx, as_points(X, "X"), key=keys[0], what="kx"),
+            choose_kernel(ky, as_points(Y, "Y"), key=keys[1], what="ky"))
 
 
 def _moments(kx, ky, X, Y, block_size):
@@ -131,8 +130,8 @@ def _gamma_parameters(kx, ky, X, Y, block_size):
 def hsic_test(
     X,
     Y,
-    kx: Kernel | None = None,
-    ky: Kernel | None = None,
+    kx: Kernel | str | None = None,
+    ky: Kernel | str | None = None,
     *,
     key=None,
     n_permutations: int = 500,
@@ -142,8 +141,9 @@ def hsic_test(
 ) -> HypothesisTestResult:
     """Kernel independence test of H0: X and Y independent, from n paired points.
 
-    kx, ky default to RBF kernels with the median-heuristic lengthscale of each
-    sample. ``method="permutation"`` (needs ``key``): the biased HSIC_b against
+    kx, ky: Kernels, or None / ``"median"`` (RBF, median-heuristic lengthscale of each
+    sample) or ``"bkl"`` (RBF, BKL lengthscale of each sample, learned with keys derived
+    from ``key``). ``method="permutation"`` (needs ``key``): the biased HSIC_b against
     ``n_permutations`` permutations of Y, p-value (1 + #{T_b >= T}) / (1 + B);
     up to ``dense_max`` points the centred Gram matrices are formed once, above it
     every permutation is a matrix-free pass (O(n^2) time each, O(n) memory).
@@ -152,7 +152,7 @@ def hsic_test(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    kx, ky = _default_kernels(X, Y, kx, ky)
+    kx, ky = _default_kernels(X, Y, kx, ky, key)
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]
     if method == "gamma":

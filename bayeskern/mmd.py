@@ -7,11 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
+from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_min_points, check_same_dim, num_points
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, _matvec
-from .kernels.heuristics import median_heuristic
-from .kernels.stationary import RBF
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd_test"]
@@ -119,10 +118,17 @@ def _statistic(forms, n, m, estimator):
     return (XX + dX) / n**2 + (YY + dY) / m**2 - 2 * XY / (n * m)
 
 
+_BKL_STREAM = 0xB1  # fold_in tag: the BKL inducing points use a key independent of the permutations
+
+
+def _derived(key, tag):
+    return None if key is None else jax.random.fold_in(key, tag)
+
+
 def mmd_test(
     X,
     Y,
-    kernel: Kernel | None = None,
+    kernel: Kernel | str | None = None,
     *,
     key=None,
     n_permutations: int = 500,
@@ -132,8 +138,10 @@ def mmd_test(
 ) -> HypothesisTestResult:
     """Kernel two-sample test of H0: P = Q.
 
-    X: (n, d) sample of P, Y: (m, d) sample of Q. ``kernel`` defaults to an RBF
-    kernel with the median-heuristic lengthscale of the pooled sample.
+    X: (n, d) sample of P, Y: (m, d) sample of Q. ``kernel``: a Kernel, None or
+    ``"median"`` (RBF with the median-heuristic lengthscale of the pooled sample) or
+    ``"bkl"`` (RBF with the BKL lengthscale of the pooled, unlabelled sample, learned with
+    a key derived from ``key``; the test keeps its level since labels are not used).
     ``estimator="unbiased"`` or ``"biased"``: null by ``n_permutations`` random
     relabellings of the pooled sample, p-value (1 + #{T_b >= T}) / (1 + B). All
     relabellings share each kernel block (one matrix-free pass per batch of
@@ -142,8 +150,7 @@ def mmd_test(
     """
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
-    if kernel is None:
-        kernel = RBF(median_heuristic(as_points(X, "X"), as_points(Y, "Y")))
+    kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
     X, Y = _prepare_samples(X, Y, kernel, 2)
     check_same_dim(X, Y, "X and Y")
     n, m = X.shape[0], Y.shape[0]

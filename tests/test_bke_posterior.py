@@ -1,7 +1,6 @@
 """BKE embedding and witness posteriors for fixed hyperparameters (spec §5–7, invariants 8–10)."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 

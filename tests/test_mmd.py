@@ -1,4 +1,3 @@
-import itertools
 
 import jax
 import jax.numpy as jnp

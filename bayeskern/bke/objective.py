@@ -6,7 +6,6 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import check_positive
 from ..kernels.stationary import RBF
 from .convolved import ConvolvedSE
 from .likelihood import _CONVENTIONS, _log_pseudolikelihood, check_inducing_points

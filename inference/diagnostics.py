@@ -1,0 +1,70 @@
+"""Convergence diagnostics for MCMC output: split-R-hat, ESS, divergences, with warnings (arviz-based)."""
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._arviz import az
+
+__all__ = ["MCMCWarning", "Diagnostics", "diagnose"]
+
+
+class MCMCWarning(UserWarning):
+    """A sampler run that should not be trusted as is (R-hat, ESS or divergences)."""
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """Worst-case summaries over all posterior variables.
+
+    max_rhat: rank-normalised split-R-hat; min_ess_bulk / min_ess_tail: effective sample sizes;
+    divergences: count over all chains and draws; problems: human-readable failures (empty when fine).
+    """
+
+    max_rhat: float
+    min_ess_bulk: float
+    min_ess_tail: float
+    divergences: int
+    num_draws: int
+    problems: list = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def divergence_rate(self) -> float:
+        return self.divergences / self.num_draws
+
+
+def _worst(dataset, reduce):
+    values = [np.asarray(dataset[name]).ravel() for name in dataset.data_vars]
+    values = np.concatenate(values) if values else np.array([np.nan])
+    return float(reduce(values))
+
+
+def diagnose(idata, *, rhat_max: float = 1.01, min_ess: float | None = None, var_names=None,
+             warn: bool = True) -> Diagnostics:
+    """Split-R-hat, bulk/tail ESS and divergences of an arviz ``InferenceData``.
+
+    Warns with :class:`MCMCWarning` when max R-hat > ``rhat_max``, min ESS < ``min_ess``
+    (default 100 per chain) or any transition diverged.
+    """
+    posterior = idata.posterior if var_names is None else idata.posterior[var_names]
+    chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
+    min_ess = 100.0 * chains if min_ess is None else float(min_ess)
+    rhat = _worst(az.rhat(posterior), np.nanmax) if chains > 1 else float("nan")
+    ess_bulk = _worst(az.ess(posterior, method="bulk"), np.nanmin)
+    ess_tail = _worst(az.ess(posterior, method="tail"), np.nanmin)
+    divergent = int(np.sum(idata.sample_stats["diverging"])) if "sample_stats" in idata.groups() else 0
+    problems = []
+    if rhat > rhat_max:
+        problems.append(f"split R-hat {rhat:.4f} > {rhat_max}")
+    if min(ess_bulk, ess_tail) < min_ess:
+        problems.append(f"effective sample size {min(ess_bulk, ess_tail):.0f} < {min_ess:.0f}")
+    if divergent:
+        problems.append(f"{divergent} divergent transitions out of {chains * draws}")
+    if warn and problems:
+        warnings.warn("MCMC diagnostics: " + "; ".join(problems), MCMCWarning, stacklevel=2)
+    return Diagnostics(rhat, ess_bulk, ess_tail, divergent, chains * draws, problems)

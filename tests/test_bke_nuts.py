@@ -1,0 +1,85 @@
+"""The NumPyro BKE model, NUTS through NumPyro and BlackJAX, arviz output and diagnostics."""
+
+import jax
+import numpy as np
+import numpyro.distributions as dist
+import pytest
+from numpyro.infer.util import log_density
+
+from bayeskern.bke import SEPseudolikelihood, hold_out_inducing
+from bayeskern.datasets import normal_vs_laplace
+from bayeskern.inference import MCMCWarning, diagnose, fit_type2, run_nuts
+from bayeskern.inference._arviz import az
+from bayeskern.models import bke_model
+
+
+@pytest.fixture(scope="module")
+def small_problem():
+    xp, xq = normal_vs_laplace(60, seed=5)
+    return hold_out_inducing(np.vstack([xp, xq]), jax.random.key(0), m=6)
+
+
+def test_model_log_density_is_prior_plus_pseudolikelihood(small_problem):
+    X, Z = small_problem
+    objective = SEPseudolikelihood.build(X, Z)
+    for theta in (0.2, 0.7, 2.0):
+        value, _ = log_density(bke_model, (X, Z), {}, {"lengthscale": theta})
+        expected = float(dist.Gamma(1.0, 1.0).log_prob(theta)) + float(objective(theta, 1.0))
+        assert float(value) == pytest.approx(expected, rel=1e-12)
+    value, _ = log_density(bke_model, (X, Z), {"tau2": 0.3}, {"lengthscale": 0.7})
+    assert float(value) == pytest.approx(float(dist.Gamma(1.0, 1.0).log_prob(0.7)) + float(objective(0.7, 0.3)), rel=1e-12)
+
+
+def test_model_options_and_bad_inputs(small_problem):
+    X, Z = small_problem
+    with pytest.warns(UserWarning, match="gamma11"):
+        value, trace = log_density(bke_model, (X, Z), {"tau2_prior": "gamma11"}, {"lengthscale": 0.7, "tau2": 0.5})
+    assert "tau2" in trace and np.isfinite(float(value))
+    _, trace = log_density(bke_model, (X, Z), {"ard": True}, {"lengthscale": np.array([0.7])})
+    assert trace["lengthscale"]["value"].shape == (1,)
+    with pytest.raises(ValueError, match="tau2 must be positive"):
+        log_density(bke_model, (X, Z), {"tau2": 0.0}, {"lengthscale": 0.7})
+    with pytest.raises(ValueError, match="tau2_prior"):
+        log_density(bke_model, (X, Z), {"tau2_prior": "flat"}, {"lengthscale": 0.7, "tau2": 0.5})
+    with pytest.raises(ValueError, match="also points of X"):
+        log_density(bke_model, (np.vstack([X, Z[:1]]), Z), {}, {"lengthscale": 0.7})
+    with pytest.raises(ValueError, match="backend"):
+        run_nuts(bke_model, X, Z, key=jax.random.key(0), backend="stan")
+    with pytest.raises(ValueError, match="num_samples"):
+        run_nuts(bke_model, X, Z, key=jax.random.key(0), num_samples=0)
+
+
+def test_numpyro_and_blackjax_agree_and_start_from_type2(small_problem):
+    X, Z = small_problem
+    fit = fit_type2(X, Z)
+    runs = {backend: run_nuts(bke_model, X, Z, key=jax.random.key(1), backend=backend, num_chains=2, num_warmup=300,
+                              num_samples=400, init_values={"lengthscale": fit.lengthscale}, progress_bar=False)
+            for backend in ("numpyro", "blackjax")}
+    means, ses = {}, {}
+    for backend, run in runs.items():
+        log_theta = run.samples["log_lengthscale"]
+        assert log_theta.shape == (2, 400)
+        assert isinstance(run.idata, az.InferenceData) and "diverging" in run.idata.sample_stats
+        assert run.diagnostics.divergences == 0 and run.diagnostics.max_rhat < 1.05
+        means[backend] = log_theta.mean()
+        ses[backend] = log_theta.std() / np.sqrt(run.diagnostics.min_ess_bulk)
+        assert run.draws()["lengthscale"].shape == (800,)
+    # posterior means agree within Monte Carlo error, and sit near the type-II optimum
+    assert abs(means["numpyro"] - means["blackjax"]) < 4 * np.hypot(ses["numpyro"], ses["blackjax"])
+    assert abs(means["numpyro"] - np.log(fit.lengthscale)) < 0.2
+
+
+def test_diagnostics_warn_on_bad_chains():
+    rng = np.random.default_rng(0)
+    good = {"x": rng.standard_normal((4, 500))}
+    fine = diagnose(az.from_dict(posterior=good, sample_stats={"diverging": np.zeros((4, 500), bool)}))
+    assert fine.ok and fine.max_rhat < 1.01 and fine.min_ess_bulk > 1000
+    stuck = {"x": rng.standard_normal((4, 500)) + np.arange(4)[:, None]}  # chains disagree
+    divergent = np.zeros((4, 500), bool)
+    divergent[0, :7] = True
+    with pytest.warns(MCMCWarning, match="R-hat") as record:
+        bad = diagnose(az.from_dict(posterior=stuck, sample_stats={"diverging": divergent}))
+    assert "7 divergent" in str(record[0].message) and bad.divergences == 7 and not bad.ok
+    sticky = {"x": np.cumsum(rng.standard_normal((4, 500)), axis=1)}  # random walk: tiny ESS
+    with pytest.warns(MCMCWarning, match="effective sample size"):
+        diagnose(az.from_dict(posterior=sticky))
