@@ -45,11 +45,23 @@ def _two_sample_report(X, Y, args, title):
     import jax
 
     import bayeskern as bk
+    from bayeskern.bke import hold_out_inducing
+    from bayeskern.inference import fit_type2
 
     t0 = time.perf_counter()
-    ls = args.lengthscale if args.lengthscale else float(bk.median_heuristic(X, Y))
-    kernel = bk.RBF(ls)
-    result = bk.mmd_test(X, Y, kernel, key=jax.random.key(args.seed), n_permutations=args.permutations)
+    key = jax.random.key(args.seed)
+    median = float(bk.median_heuristic(X, Y))
+    fit = split = None
+    if args.lengthscale:
+        ls, rule = args.lengthscale, "user"
+    elif args.kernel == "median":
+        ls, rule = median, "median heuristic (pooled)"
+    else:
+        split = hold_out_inducing(np.vstack([X, Y]), jax.random.fold_in(key, 1), args.inducing)
+        fit = fit_type2(*split, args.tau2)
+        ls = float(fit.lengthscale)
+        rule = f"BKL: type-II ML of the BKE pseudolikelihood (tau2 = {fit.tau2:g}, m = {fit.m} held-out inducing points)"
+    result = bk.mmd_test(X, Y, bk.RBF(ls), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
     summary = {
         "title": title,
         "n_x": int(X.shape[0]),
@@ -57,46 +69,98 @@ def _two_sample_report(X, Y, args, title):
         "dimension": int(X.shape[1]),
         "kernel": "rbf",
         "lengthscale": ls,
-        "lengthscale_rule": "user" if args.lengthscale else "median heuristic (pooled)",
+        "lengthscale_rule": rule,
+        "median_heuristic_lengthscale": median,
         "mmd2_unbiased": result.statistic,
         "p_value": result.p_value,
         "n_permutations": args.permutations,
         f"reject_at_{args.alpha}": result.reject(args.alpha),
-        "seconds": round(time.perf_counter() - t0, 3),
     }
+    if fit is not None:
+        summary["bkl_local_maxima"] = [round(t, 4) for t, _ in fit.local_maxima]
+        median_result = bk.mmd_test(X, Y, bk.RBF(median), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
+        summary["p_value_median_heuristic"] = median_result.p_value
+    witness = _witness(X, Y, ls, fit, split, args, jax.random.fold_in(key, 3), summary)
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    figure = _plot(X, Y, kernel, result, out / "two_sample.png")
-    for key, value in summary.items():
-        print(f"{key:>28}: {value}")
-    print(f"{'wrote':>28}: {out / 'summary.json'}" + (f", {figure}" if figure else ""))
+    figure = _plot(X, Y, ls, fit, median, result, witness, out / "two_sample.png")
+    for name, value in summary.items():
+        print(f"{name:>32}: {value}")
+    print(f"{'wrote':>32}: {out / 'summary.json'}, {figure}")
     return summary
 
 
-def _plot(X, Y, kernel, result, path):
+def _witness(X, Y, ls, fit, split, args, key, summary):
+    """Witness posterior on a grid: over NUTS lengthscale draws (1-D) or at the fixed lengthscale (2-D)."""
+    import jax
+
+    import bayeskern as bk
+    from bayeskern.bke import witness_posterior
+
+    d = X.shape[1]
+    mode = args.witness if args.witness != "auto" else ("nuts" if d == 1 and fit is not None else "fixed")
+    if d > 2 or mode == "none":
+        summary["witness"] = "not computed" if mode == "none" else "not plotted for dimension > 2"
+        return None
+    Z = np.vstack([X, Y])
+    lo, hi = np.quantile(Z, 0.005, axis=0), np.quantile(Z, 0.995, axis=0)  # where the data are, not the extremes
+    pad = 0.05 * (hi - lo)
+    axes = [np.linspace(lo[i] - pad[i], hi[i] + pad[i], 401 if d == 1 else 50) for i in range(d)]
+    grid = axes[0][:, None] if d == 1 else np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
+    if mode == "nuts":
+        if fit is None:
+            raise CLIError("--witness nuts needs the BKL lengthscale (drop --lengthscale and --kernel median)")
+        from bayeskern.inference import run_nuts
+        from bayeskern.models import bke_model
+
+        mcmc = run_nuts(bke_model, *split, key=jax.random.fold_in(key, 2), num_chains=args.chains, num_warmup=args.warmup,
+                        num_samples=args.samples, init_values={"lengthscale": fit.lengthscale}, tau2=args.tau2,
+                        progress_bar=False)
+        draws = mcmc.draws()
+        keep = np.linspace(0, len(draws["lengthscale"]) - 1, min(400, len(draws["lengthscale"]))).astype(int)
+        post = witness_posterior(X, Y, tau2=args.tau2, grid=grid, hyper_draws={"lengthscale": draws["lengthscale"][keep]},
+                                 key=jax.random.fold_in(key, 3))
+        theta = draws["lengthscale"]
+        summary["nuts"] = {"chains": args.chains, "warmup": args.warmup, "samples": args.samples,
+                           "lengthscale_mean": float(theta.mean()),
+                           "lengthscale_80pct": [float(np.quantile(theta, 0.1)), float(np.quantile(theta, 0.9))],
+                           "max_split_rhat": mcmc.diagnostics.max_rhat, "min_ess_bulk": mcmc.diagnostics.min_ess_bulk,
+                           "divergences": mcmc.diagnostics.divergences}
+        summary["witness"] = f"posterior over {len(keep)} NUTS lengthscale draws, 80% pointwise band"
+    else:
+        post = witness_posterior(X, Y, bk.RBF(ls), args.tau2, grid=grid)
+        summary["witness"] = f"posterior at lengthscale {ls:.4g} (tau2 = {args.tau2:g}), 80% pointwise band"
+    summary["witness_band_excludes_zero_fraction"] = post.fraction_excluding_zero
+    return post, axes
+
+
+def _plot(X, Y, ls, fit, median, result, witness, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    import bayeskern as bk
-    from bayeskern.plotting import plot_null_distribution, plot_witness_1d, plot_witness_2d
+    from bayeskern.plotting import plot_likelihood_curve, plot_null_distribution, plot_witness_1d, plot_witness_2d
 
-    d = X.shape[1]
-    fig, axes = plt.subplots(1, 2 if d <= 2 else 1, figsize=(11 if d <= 2 else 5.5, 4.2), squeeze=False)
-    plot_null_distribution(axes[0, 0], result, "unbiased MMD^2")
-    w = bk.witness(X, Y, kernel)
-    Z = np.vstack([X, Y])
-    lo, hi = Z.min(0), Z.max(0)
-    pad = 0.1 * (hi - lo)
-    if d == 1:
-        grid = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 400)
-        plot_witness_1d(axes[0, 1], grid, w(grid), X, Y)
-    elif d == 2:
-        xx, yy = np.meshgrid(*(np.linspace(lo[i] - pad[i], hi[i] + pad[i], 120) for i in range(2)))
-        values = np.asarray(w(np.column_stack([xx.ravel(), yy.ravel()]))).reshape(xx.shape)
-        plot_witness_2d(axes[0, 1], xx, yy, values, X, Y)
+    panels = 1 + (fit is not None) + (witness is not None)
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), squeeze=False)
+    axes = list(axes[0])
+    if fit is not None:
+        plot_likelihood_curve(axes.pop(0), fit, median)
+    plot_null_distribution(axes.pop(0), result, f"unbiased MMD^2 (lengthscale {ls:.3g})")
+    if witness is not None:
+        post, grid_axes = witness
+        ax = axes.pop(0)
+        if X.shape[1] == 1:
+            plot_witness_1d(ax, post.grid[:, 0], post.mean, X, Y, band=(post.lower, post.upper))
+            ax.set_title(f"witness posterior: band excludes 0 on {100 * post.fraction_excluding_zero:.0f}% of the grid",
+                         fontsize=9)
+        else:
+            xx, yy = np.meshgrid(*grid_axes)
+            plot_witness_2d(ax, xx, yy, post.mean.reshape(xx.shape), X, Y)
+            ax.set_title("witness posterior mean", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -119,7 +183,16 @@ def _cmd_two_sample(args):
 
 def _add_test_options(p):
     p.add_argument("--permutations", type=int, default=500, help="number of random relabellings for the null (default 500)")
-    p.add_argument("--lengthscale", type=float, default=None, help="RBF lengthscale; default: median heuristic on the pooled sample")
+    p.add_argument("--kernel", choices=("bkl", "median"), default="bkl",
+                   help="lengthscale rule: bkl (type-II ML of the BKE pseudolikelihood, default) or median heuristic")
+    p.add_argument("--lengthscale", type=float, default=None, help="fixed RBF lengthscale (overrides --kernel)")
+    p.add_argument("--inducing", type=int, default=None, help="BKL: held-out inducing points (default min(100, max(D, N/10)))")
+    p.add_argument("--tau2", type=float, default=1.0, help="BKL / witness: embedding noise variance tau2 (default 1)")
+    p.add_argument("--witness", choices=("auto", "nuts", "fixed", "none"), default="auto",
+                   help="witness posterior: over NUTS lengthscale draws (auto for 1-D), at the fixed lengthscale, or none")
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (default 4)")
+    p.add_argument("--warmup", type=int, default=500, help="NUTS warm-up iterations per chain (default 500)")
+    p.add_argument("--samples", type=int, default=500, help="NUTS draws per chain (default 500)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level for the reject/accept line (default 0.05)")
     p.add_argument("--seed", type=int, default=0, help="seed for the permutations (and the demo data)")
     p.add_argument("--out", default="bayeskern-out", help="folder for summary.json and PNG figures (default ./bayeskern-out)")
@@ -128,9 +201,10 @@ def _add_test_options(p):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="bayeskern", description="Bayesian kernel embeddings and kernel tests on JAX.")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="two-sample test on built-in data (normal vs Laplace), with figures")
+    demo = sub.add_parser("demo", help="BKL + MMD test + witness posterior on built-in data (normal vs Laplace)")
     demo.add_argument("--n", type=int, default=400, help="points per sample (default 400)")
     _add_test_options(demo)
+    demo.set_defaults(inducing=10)
     demo.set_defaults(run=_cmd_demo)
     two = sub.add_parser("two-sample", help="kernel two-sample (MMD) test of two samples in CSV or NPY files")
     two.add_argument("x", help="sample from P: .npy, or .csv/.txt with one point per row")
@@ -152,6 +226,10 @@ def main(argv=None) -> int:
             raise CLIError("--alpha must lie in (0, 1)")
         if args.lengthscale is not None and not args.lengthscale > 0:
             raise CLIError("--lengthscale must be positive")
+        if not args.tau2 > 0:
+            raise CLIError("--tau2 must be positive")
+        if min(args.chains, args.samples) < 1 or args.warmup < 0:
+            raise CLIError("--chains and --samples must be >= 1 and --warmup >= 0")
         args.run(args)
     except (CLIError, ValueError) as e:
         print(f"bayeskern: error: {e}", file=sys.stderr)

@@ -43,3 +43,20 @@ def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
     ax.set_aspect("equal")
     ax.legend(frameon=False, loc="upper right")
     return cs
+
+
+def plot_likelihood_curve(ax, fit, median=None):
+    """BKE pseudolikelihood L(theta) on the type-II grid with the optimum, local maxima and median marked."""
+    finite = np.isfinite(fit.curve)
+    ax.semilogx(fit.grid[finite], fit.curve[finite], color="C0", lw=1.5)
+    for theta, value in fit.local_maxima[1:]:
+        ax.plot(theta, value, "o", color="0.4", ms=4)
+    ax.plot(fit.lengthscale, fit.log_likelihood, "*", color="C3", ms=12, label=f"BKL {fit.lengthscale:.3g}")
+    if median is not None:
+        ax.axvline(median, color="C1", ls="--", label=f"median heuristic {median:.3g}")
+    values = fit.curve[finite]
+    spread = fit.log_likelihood - np.median(values)
+    ax.set_ylim(max(values.min(), fit.log_likelihood - 3 * spread) - 0.05 * spread, fit.log_likelihood + 0.1 * spread)
+    ax.set_xlabel("lengthscale")
+    ax.set_ylabel(f"log pseudolikelihood (tau2 = {fit.tau2:g}, m = {fit.m})")
+    ax.legend(fontsize=8)

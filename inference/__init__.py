@@ -1,8 +1,9 @@
 """Inference for bayeskern models (installed as ``bayeskern.inference``): type-II ML, NUTS drivers, diagnostics."""
 
+from .bkl import bkl_fit, bkl_kernel
 from .diagnostics import Diagnostics, MCMCWarning, diagnose
 from .nuts import MCMCResult, run_nuts
 from .type2 import Type2Result, fit_type2, log_grid, tau2_profile
 
-__all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile", "run_nuts", "MCMCResult", "diagnose",
-           "Diagnostics", "MCMCWarning"]
+__all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile", "bkl_fit", "bkl_kernel", "run_nuts", "MCMCResult",
+           "diagnose", "Diagnostics", "MCMCWarning"]

@@ -71,7 +71,11 @@ def test_witness_from_hyperparameter_draws(rng):
     # the draw-wise mean estimates the average of the exact fixed-lengthscale means
     expected = np.mean([witness_posterior(XP, XQ, RBF(l), 1.0, grid=grid).mean for l in (0.5, 0.7, 0.9, 1.1)], axis=0)
     assert np.all(np.abs(post.mean - expected) < 5 * post.draws.std(0) / np.sqrt(200))
-    with pytest.raises(ValueError, match="make_kernel"):
+    default = witness_posterior(XP, XQ, grid=grid, hyper_draws=draws, key=jax.random.key(3))
+    np.testing.assert_allclose(default.draws, post.draws, rtol=1e-12)  # RBF(lengthscale), tau2 = 1 by default
+    with pytest.raises(ValueError, match="'lengthscale' entry"):
+        witness_posterior(XP, XQ, grid=grid, hyper_draws={"theta": draws["lengthscale"]}, key=jax.random.key(3))
+    with pytest.raises(ValueError, match="PRNG key"):
         witness_posterior(XP, XQ, grid=grid, hyper_draws=draws)
     with pytest.raises(ValueError, match="band must lie"):
         witness_posterior(XP, XQ, RBF(1.0), grid=grid, band=1.0)

@@ -1,6 +1,7 @@
 """Closed-form BKE posterior of the embedding and of the two-sample witness function (spec bke.md §5, §7)."""
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ from .._config import require_x64
 from .._validation import as_points, check_positive, is_concrete
 from ..kernels.base import Kernel
 from ..kernels.blockwise import kernel_row_sums
+from ..kernels.stationary import RBF
 from ..linalg import cho_solve_psd, cholesky, whiten
 from .convolved import ConvolvedSE
 
@@ -115,10 +117,11 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
     """Posterior of mu_P - mu_Q (spec §7) on ``grid`` (G, D).
 
     Fixed hyperparameters (``kernel``, ``tau2``): exact Gaussian, mean m_P - m_Q and
-    covariance C_P + C_Q, band from normal quantiles. Hyperparameter draws
-    (``hyper_draws``: dict of arrays with leading dim S, turned into a kernel by
-    ``make_kernel(draw) -> (kernel, tau2)``): one joint draw of mu_P and mu_Q per
-    hyperparameter draw (needs ``key``), band from empirical quantiles.
+    covariance C_P + C_Q, band from normal quantiles. Hyperparameter draws (``hyper_draws``:
+    dict of arrays with leading dim S, e.g. ``MCMCResult.draws()``): one joint draw of mu_P and
+    mu_Q per hyperparameter draw (needs ``key``), band from empirical quantiles. Each draw
+    becomes ``(RBF(draw["lengthscale"]), draw.get("tau2", tau2))``, or ``make_kernel(draw) ->
+    (kernel, tau2)`` (traceable) for other kernels.
     """
     if not 0 < band < 1:
         raise ValueError(f"band must lie in (0, 1), got {band}")
@@ -126,7 +129,7 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
     lo_q, hi_q = (1 - band) / 2, (1 + band) / 2
     if hyper_draws is None:
         if kernel is None:
-            raise ValueError("pass kernel (and tau2) for fixed hyperparameters, or hyper_draws and make_kernel")
+            raise ValueError("pass kernel (and tau2) for fixed hyperparameters, or hyper_draws")
         pP = embedding_posterior(XP, kernel, tau2, prior_cov=prior_cov)
         pQ = embedding_posterior(XQ, kernel, tau2, prior_cov=prior_cov)
         mean = np.asarray(pP.mean(grid) - pQ.mean(grid))
@@ -134,26 +137,40 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
         sd = np.sqrt(np.maximum(np.diag(cov), 0.0))
         z = float(jax.scipy.stats.norm.ppf(hi_q))
         return WitnessPosterior(np.asarray(grid), mean, mean - z * sd, mean + z * sd, band, None, cov)
-    if make_kernel is None or key is None:
-        raise ValueError("hyper_draws need make_kernel (draw -> (kernel, tau2)) and a PRNG key")
+    if key is None:
+        raise ValueError("hyper_draws need a PRNG key (key=...) for the embedding draws")
     if prior_cov is not None:
         raise ValueError("prior_cov applies to fixed hyperparameters only; with hyper_draws r_theta follows each draw")
-    S = len(next(iter(hyper_draws.values())))
-    keys = jax.random.split(key, S)
+    if make_kernel is None:
+        if "lengthscale" not in hyper_draws:
+            raise ValueError(f"hyper_draws need a 'lengthscale' entry (or pass make_kernel), got {sorted(hyper_draws)}")
+        check_positive(tau2, "tau2")
+        make_kernel = partial(_se_kernel_from_draw, tau2=tau2)
+    draws = {name: jnp.asarray(value) for name, value in hyper_draws.items()}
+    S = len(next(iter(draws.values())))
     XP, XQ = as_points(XP, "XP"), as_points(XQ, "XQ")
-    draws = []
-    for s in range(S):
-        k_s, t_s = make_kernel({name: value[s] for name, value in hyper_draws.items()})
-        draws.append(np.asarray(_witness_draw(k_s, t_s, XP, XQ, grid, keys[s])))
-    draws = np.stack(draws)
-    return WitnessPosterior(np.asarray(grid), draws.mean(0), np.quantile(draws, lo_q, axis=0),
-                            np.quantile(draws, hi_q, axis=0), band, draws, None)
+    out = np.asarray(_witness_draws(make_kernel, draws, XP, XQ, grid, jax.random.split(key, S)))
+    if not np.all(np.isfinite(out)):
+        raise ArithmeticError(f"{int(np.sum(~np.isfinite(out).all(1)))} witness draw(s) are not finite: a posterior "
+                              "covariance could not be factorised for some hyperparameter draw")
+    return WitnessPosterior(np.asarray(grid), out.mean(0), np.quantile(out, lo_q, axis=0),
+                            np.quantile(out, hi_q, axis=0), band, out, None)
 
 
-@jax.jit
-def _witness_draw(kernel, tau2, XP, XQ, grid, key):
-    """One joint draw of mu_P(grid) - mu_Q(grid) for one hyperparameter value (compiled once per kernel structure)."""
-    kP, kQ = jax.random.split(key)
-    fP = embedding_posterior(XP, kernel, tau2).sample(kP, grid)[0]
-    fQ = embedding_posterior(XQ, kernel, tau2).sample(kQ, grid)[0]
-    return fP - fQ
+def _se_kernel_from_draw(draw, tau2):
+    return RBF(draw["lengthscale"]), draw.get("tau2", tau2)
+
+
+@partial(jax.jit, static_argnums=0)
+def _witness_draws(make_kernel, draws, XP, XQ, grid, keys):
+    """Joint draws of mu_P(grid) - mu_Q(grid), one per hyperparameter draw: (S, G), sequentially (memory O(n^2))."""
+
+    def one(args):
+        draw, key = args
+        kernel, tau2 = make_kernel(draw)
+        kP, kQ = jax.random.split(key)
+        fP = embedding_posterior(XP, kernel, tau2).sample(kP, grid)[0]
+        fQ = embedding_posterior(XQ, kernel, tau2).sample(kQ, grid)[0]
+        return fP - fQ
+
+    return jax.lax.map(one, (draws, keys))
