@@ -1,6 +1,9 @@
 import importlib.util
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -15,3 +18,42 @@ def test_two_sample_quickstart_runs_and_detects_both_effects(tmp_path):
     mmd, hsic = _load("two_sample_quickstart").main(tmp_path, n=400)
     assert mmd.reject(0.05) and hsic.reject(0.05)
     assert (tmp_path / "two_sample_quickstart.png").stat().st_size > 10_000
+
+
+def test_grid_of_gaussians_example_runs(tmp_path):
+    fit, median, rates = _load("bke_grid_of_gaussians").main(tmp_path, reps=1, permutations=20, eps_values=(6.0,), mesh=40)
+    assert 0.75 <= fit.lengthscale <= 0.95 and median == pytest.approx(20, abs=0.5)
+    assert set(rates[6.0]) == {"bkl", "median"}
+    assert (tmp_path / "bke_grid_of_gaussians.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_acceptance_grid_of_gaussians_bkl_beats_the_median_heuristic(tmp_path):
+    """Issue acceptance 3 / spec §13.1: at eps = 2 BKL's type-II error < 0.35, the median heuristic's > 0.9."""
+    example = _load("bke_grid_of_gaussians")
+    fit, median, rates = example.main(tmp_path, reps=20, permutations=200, eps_values=(2.0,), mesh=60)
+    assert 0.75 <= fit.lengthscale <= 0.95 and median == pytest.approx(20, abs=0.5)
+    assert 1 - rates[2.0]["bkl"] < 0.35 and 1 - rates[2.0]["median"] > 0.9
+
+
+@pytest.mark.slow
+def test_acceptance_witness_posterior_1d(tmp_path):
+    """Issue acceptance 4 / spec §13.2: 4 NUTS chains converge; the band excludes 0 far more at n = 400."""
+    results = _load("bke_witness_1d").main(tmp_path, progress_bar=False)
+    for mcmc, _, _ in results.values():
+        assert mcmc.diagnostics.max_rhat < 1.01 and mcmc.diagnostics.divergences == 0
+    assert results[50][1].fraction_excluding_zero < 0.1 and results[400][1].fraction_excluding_zero > 0.3
+    assert (tmp_path / "bke_witness_1d.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_acceptance_numpyro_and_blackjax_agree_on_the_1d_problem():
+    """Issue acceptance 5: posterior means of log-lengthscale agree within Monte Carlo error (n = 400, m = 10)."""
+    example = _load("bke_witness_1d")
+    means, ses = [], []
+    for backend in ("numpyro", "blackjax"):
+        mcmc, _, _ = example.witness_for(400, backend=backend, warmup=1000, samples=1000, progress_bar=False)
+        log_theta = mcmc.samples["log_lengthscale"]
+        means.append(log_theta.mean())
+        ses.append(log_theta.std() / np.sqrt(mcmc.diagnostics.min_ess_bulk))
+    assert abs(means[0] - means[1]) < 4 * np.hypot(*ses)
