@@ -25,8 +25,11 @@ from bayeskern.models import bke_model
 from bayeskern.plotting import plot_witness_1d
 
 
-def witness_for(n, *, seed=0, backend="numpyro", chains=4, warmup=200, samples=200, progress_bar=True):
-    """NUTS over the lengthscale, then the witness posterior over the draws; returns (mcmc, witness, fit)."""
+def witness_for(n, *, seed=0, backend="numpyro", chains=4, warmup=200, samples=200, progress_bar=True, witness=True):
+    """NUTS over the lengthscale, then (``witness=True``) the witness posterior over the draws.
+
+    Returns (mcmc, witness or None, type-II fit).
+    """
     XP, XQ = bk.datasets.normal_vs_laplace(n, seed=seed)
     key = jax.random.key(seed)
     X, Z = hold_out_inducing(np.vstack([XP, XQ]), jax.random.fold_in(key, 1), 10)
@@ -34,6 +37,8 @@ def witness_for(n, *, seed=0, backend="numpyro", chains=4, warmup=200, samples=2
     mcmc = run_nuts(bke_model, X, Z, key=jax.random.fold_in(key, 2), backend=backend, num_chains=chains,
                     num_warmup=warmup, num_samples=samples, init_values={"lengthscale": fit.lengthscale},
                     progress_bar=progress_bar)
+    if not witness:
+        return mcmc, None, fit
     grid = np.linspace(-4.0, 4.0, 401)[:, None]
     post = witness_posterior(XP, XQ, grid=grid, hyper_draws={"lengthscale": mcmc.draws()["lengthscale"]}, band=0.8,
                              key=jax.random.fold_in(key, 3))

@@ -52,7 +52,8 @@ def test_acceptance_numpyro_and_blackjax_agree_on_the_1d_problem():
     example = _load("bke_witness_1d")
     means, ses = [], []
     for backend in ("numpyro", "blackjax"):
-        mcmc, _, _ = example.witness_for(400, backend=backend, warmup=1000, samples=1000, progress_bar=False)
+        mcmc, _, _ = example.witness_for(400, backend=backend, warmup=1000, samples=1000, progress_bar=False,
+                                       witness=False)
         log_theta = mcmc.samples["log_lengthscale"]
         means.append(log_theta.mean())
         ses.append(log_theta.std() / np.sqrt(mcmc.diagnostics.min_ess_bulk))
