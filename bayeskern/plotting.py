@@ -41,7 +41,8 @@ def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
             s = np.asarray(sample)
             ax.scatter(s[:, 0], s[:, 1], s=3, color=colour, alpha=0.4, label=name)
     ax.set_aspect("equal")
-    ax.legend(frameon=False, loc="upper right")
+    if X is not None or Y is not None:
+        ax.legend(frameon=False, loc="upper right")
     return cs
 
 

@@ -7,9 +7,6 @@ Likelihood + gradient times are the second call on the same shapes (after compil
 """
 
 import argparse
-import os
-import platform
-import time
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +14,7 @@ import numpy as np
 
 import bayeskern as bk
 from bayeskern.bke import SEPseudolikelihood, hold_out_inducing
+from _common import machine_line, timed
 
 
 def likelihood_and_gradient(n, m, dim, rng):
@@ -24,10 +22,7 @@ def likelihood_and_gradient(n, m, dim, rng):
     Z = rng.standard_normal((m, dim)) * 1.3
     objective = SEPseudolikelihood.build(X, Z)
     value_and_grad = jax.jit(jax.value_and_grad(lambda rho, f: f(jnp.exp(rho), 1.0)))
-    jax.block_until_ready(value_and_grad(0.0, objective))  # compile
-    t0 = time.perf_counter()
-    jax.block_until_ready(value_and_grad(0.1, objective))
-    return time.perf_counter() - t0
+    return timed(lambda: value_and_grad(0.1, objective))[0]
 
 
 def nuts_timing(backend, chains=4, warmup=1000, samples=1000):
@@ -51,8 +46,7 @@ def main():
     parser.add_argument("--backend", choices=("numpyro", "blackjax"), nargs="+", default=["numpyro", "blackjax"])
     args = parser.parse_args()
     bk.enable_x64()
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}, "
-          f"backend {jax.default_backend()}, D = {args.dim}")
+    print(machine_line(f"D = {args.dim}"))
     rng = np.random.default_rng(0)
     for m in args.inducing:
         for n in args.sizes:

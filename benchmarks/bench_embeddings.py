@@ -6,22 +6,12 @@ Times are after compilation (a first call on the same shapes warms up).
 """
 
 import argparse
-import os
-import platform
-import time
 
 import jax
 import numpy as np
 
 import bayeskern as bk
-
-
-def timed(fn):
-    fn()  # compile
-    t0 = time.perf_counter()
-    out = fn()
-    jax.block_until_ready(out)
-    return time.perf_counter() - t0, out
+from _common import machine_line, timed
 
 
 def main():
@@ -31,8 +21,7 @@ def main():
     parser.add_argument("--block-size", type=int, default=bk.kernels.DEFAULT_BLOCK_SIZE)
     args = parser.parse_args()
     bk.enable_x64()
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, jax {jax.__version__}, "
-          f"backend {jax.default_backend()}, block {args.block_size}")
+    print(machine_line(f"block {args.block_size}"))
     rng = np.random.default_rng(0)
     for n in args.sizes:
         X = rng.standard_normal((n, 2))

@@ -237,3 +237,28 @@ def test_pseudolikelihood_bad_inputs(rng):
         log_pseudolikelihood(np.where(X > 1.5, np.nan, X), Z, k)
     with pytest.raises(ValueError, match="exactly one of eta"):
         ConvolvedSE(k, nu="gaussian")
+
+
+def test_log_volume_falls_back_to_cauchy_binet_where_qr_loses_accuracy():
+    from bayeskern.bke.likelihood import _QR_RATIO_MIN, _log_gamma_se
+
+    rng = np.random.default_rng(7)
+    Z = rng.uniform(-2, 2, (12, 2))
+    X = Z[:4] + 0.05 * rng.standard_normal((4, 2))  # each x next to one inducing point
+    X = np.vstack([X, rng.uniform(-2, 2, (3, 2))])
+    k = RBF(0.08)  # tiny lengthscale: one point dominates J, |R_22| / |R_11| collapses
+    Ls = np.eye(2) * 0.08
+    ratios = np.array([float(_log_gamma_se(jnp.asarray(x), jnp.asarray(Z), jnp.asarray(Ls))[1]) for x in X])
+    assert np.any(ratios < _QR_RATIO_MIN) and np.any(ratios >= _QR_RATIO_MIN)  # both branches are exercised
+    # reference: Cauchy-Binet in log space, written out independently
+    expected = []
+    for x in X:
+        d = x - Z
+        log_w = -np.sum(d**2, 1) / 0.08**2
+        v = d / 0.08**2
+        terms = [log_w[a] + log_w[b] + 2 * np.log(abs(v[a, 0] * v[b, 1] - v[a, 1] * v[b, 0]))
+                 for a, b in itertools.combinations(range(len(Z)), 2)]
+        expected.append(0.5 * np.logaddexp.reduce(terms))
+    np.testing.assert_allclose(log_volume(X, Z, k), expected, rtol=1e-10)
+    grad = jax.grad(lambda ls: jnp.sum(log_volume(X, Z, RBF(ls))))(0.08)
+    assert np.isfinite(float(grad))

@@ -51,7 +51,8 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     Kzx: (m, n); Rzz: (m, m). Eigenvectors of 1 1^T in LAPACK ascending order with the
     eigenvalue n attached to the first column, and weights indexed (j - 1) n + i against a
     column-major ``to_vector``; the -mn/2 log(2 pi) constant is omitted, as in the program.
-    Reproduction/diagnostics only: the mean direction is weighted by 1/tau2.
+    Reproduction/diagnostics only: the mean direction is weighted by 1/tau2, and like the
+    program it forms the n x n eigenbasis of 1 1^T (O(n^2) memory): keep n in the thousands.
     """
     m, n = Kzx.shape
     _, Q1 = np.linalg.eigh(np.ones((n, n)))  # data-independent basis, fixed at trace time
