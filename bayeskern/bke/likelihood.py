@@ -5,6 +5,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.custom_derivatives import SymbolicZero
+from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
 from .._validation import as_points, check_positive, is_concrete
@@ -25,9 +27,13 @@ def kron_loglik(Kzx, Rzz, tau2, *, method: str = "cholesky"):
     ``method="cholesky"`` (default; differentiable, jitter added only on failure,
     -inf if even that fails) or ``"eigh"`` (eigenvalues clipped at 0).
     """
-    m, n = Kzx.shape
     mu = jnp.mean(Kzx, axis=1)
-    e2 = jnp.sum((Kzx - mu[:, None]) ** 2)
+    return _kron_loglik_from_stats(mu, jnp.sum((Kzx - mu[:, None]) ** 2), Kzx.shape[1], Rzz, tau2, method)
+
+
+def _kron_loglik_from_stats(mu, e2, n, Rzz, tau2, method="cholesky"):
+    """Eq. (33) from its sufficient statistics: the feature mean mu (m,) and the centred sum of squares e2."""
+    m = mu.shape[0]
     noise = tau2 / n
     if method == "cholesky":
         L, _, ok = jittered_cholesky(Rzz + noise * jnp.eye(m, dtype=Rzz.dtype))
@@ -65,21 +71,21 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     return -0.5 * logdet - 0.5 * jnp.sum(mv2 * e * mv2)
 
 
-def _log_abs_diag_r(A):
-    """log |diag R| of the thin QR of A (m, D) by modified Gram-Schmidt, unrolled over the static D columns.
+def _log_abs_diag_r(cols):
+    """log |diag R| of the thin QR of A = [cols] by modified Gram-Schmidt, unrolled over the static D columns.
 
-    The R factor of MGS is backward stable, and D vectorised passes over m entries are far cheaper
-    than a batched LAPACK QR per point.
+    cols: D arrays (..., m), the columns of A (m, D) for any batch shape; returns (..., D). The R factor
+    of MGS is backward stable, and D vectorised passes are far cheaper than a batched LAPACK QR.
     """
-    cols = [A[:, d] for d in range(A.shape[1])]
+    cols = list(cols)
     out = []
     for d in range(len(cols)):
-        norm = jnp.sqrt(jnp.sum(cols[d] ** 2))
-        out.append(jnp.log(norm))
+        norm = jnp.sqrt(jnp.sum(cols[d] ** 2, axis=-1, keepdims=True))
+        out.append(jnp.log(norm[..., 0]))
         q = cols[d] / jnp.where(norm > 0, norm, 1.0)
         for e in range(d + 1, len(cols)):
-            cols[e] = cols[e] - jnp.dot(q, cols[e]) * q
-    return jnp.stack(out)
+            cols[e] = cols[e] - jnp.sum(q * cols[e], axis=-1, keepdims=True) * q
+    return jnp.stack(out, axis=-1)
 
 
 def _se_weights(x, Z, Ls):
@@ -89,16 +95,26 @@ def _se_weights(x, Z, Ls):
     return -jnp.sum(a**2, axis=0), v
 
 
-def _log_gamma_se(x, Z, Ls):
-    """(log sqrt(det J^T J), |R_DD| / |R_11|) at x by the log-space scaled QR of spec §8.5."""
-    log_w, v = _se_weights(x, Z, Ls)
-    if x.shape[0] == 1:  # exact 1-D form: 0.5 logsumexp(log w_l + 2 log |v_l|)
-        v2 = v[:, 0] ** 2
-        safe = jnp.where(v2 > 0, v2, 1.0)
-        return 0.5 * logsumexp(jnp.where(v2 > 0, log_w + jnp.log(safe), -jnp.inf)), jnp.ones(())
-    M = jnp.max(log_w)
-    log_r = _log_abs_diag_r(jnp.exp(0.5 * (log_w - M))[:, None] * v)
-    return 0.5 * x.shape[0] * M + jnp.sum(log_r), jnp.exp(log_r[-1] - log_r[0])
+def _se_features_and_log_gamma(X, Z, Ls):
+    """K = k(X, Z) (n, m), log sqrt(det J^T J) (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
+
+    Spec §8.5 in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
+    v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
+    overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
+    """
+    D = X.shape[1]
+    Xw, Zw = whiten(Ls, X.T).T, whiten(Ls, Z.T).T
+    a = [Xw[:, d, None] - Zw[None, :, d] for d in range(D)]  # D x (n, m)
+    r2 = sum(ad**2 for ad in a)
+    r2_min = jnp.min(r2, axis=1)
+    scale = jnp.exp(-0.5 * (r2 - r2_min[:, None]))
+    K = jnp.exp(-0.5 * r2_min)[:, None] * scale
+    back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
+    cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
+    if D == 1:
+        return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[0] ** 2, axis=1)), jnp.ones_like(r2_min)
+    log_r = _log_abs_diag_r(cols)
+    return K, -0.5 * D * r2_min + jnp.sum(log_r, axis=1), jnp.exp(log_r[:, -1] - log_r[:, 0])
 
 
 def _log_gamma_cauchy_binet_2d(x, Z, Ls):
@@ -113,8 +129,8 @@ def _log_gamma_cauchy_binet_2d(x, Z, Ls):
 _QR_RATIO_MIN = 1e-6  # below this |R_22| / |R_11| the D = 2 QR loses accuracy: use Cauchy-Binet
 
 
-def _log_volume_se(X, Z, Ls):
-    out, ratio = jax.vmap(lambda x: _log_gamma_se(x, Z, Ls))(X)
+def _log_volume_se(X, Z, Ls, out, ratio):
+    """Per-point log gamma from the QR values, with the D = 2 Cauchy-Binet fallback where the QR is inaccurate."""
     if X.shape[1] != 2:
         return out
     bad = ratio < _QR_RATIO_MIN
@@ -132,11 +148,23 @@ def _log_volume_se(X, Z, Ls):
     return jax.lax.cond(jnp.any(bad), fallback, lambda o: o, out)
 
 
+def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
+    """K = k(X, Z) (n, m) and the per-point log-volume (n,) (zeros when ``with_volume`` is False)."""
+    if with_volume and volume == "closed":
+        Ls = se_scale_tril(kernel, X.shape[1])
+        K, out, ratio = _se_features_and_log_gamma(X, Z, Ls)
+        lv = _log_volume_se(X, Z, Ls, out, ratio)
+    else:
+        K = kernel._cross(X, Z)
+        lv = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X) if with_volume else jnp.zeros(X.shape[0], K.dtype)
+    return K, (2.0 * lv + jnp.log(0.5) if with_volume and convention == "stan" else lv)
+
+
 def _log_gamma_autodiff(x, Z, kernel):
     """log sqrt(det J^T J) with J = d phi_z / dx by forward-mode autodiff and a globally scaled thin QR."""
     J = jax.jacfwd(lambda p: kernel._cross(p[None, :], Z)[0])(x)  # (m, D)
     scale = jnp.max(jnp.linalg.norm(J, axis=1))
-    return jnp.sum(_log_abs_diag_r(J / scale)) + J.shape[1] * jnp.log(scale)
+    return jnp.sum(_log_abs_diag_r((J / scale).T)) + J.shape[1] * jnp.log(scale)
 
 
 def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str = "exact"):
@@ -147,17 +175,15 @@ def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str 
     ``convention="stan"``: 2 log gamma + log(1/2) per point (the seed's Stan program).
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
-    if method == "closed":
-        out = _log_volume_se(X, Z, se_scale_tril(kernel, X.shape[1]))
-    elif method == "autodiff":
-        out = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X)
-    else:
+    if method not in ("closed", "autodiff"):
         raise ValueError(f"method must be 'closed' or 'autodiff', got {method!r}")
-    if convention == "stan":
-        return 2.0 * out + jnp.log(0.5)
-    if convention != "exact":
+    if convention not in ("exact", "stan"):
         raise ValueError(f"convention must be 'exact' or 'stan', got {convention!r}")
-    return out
+    return _log_volume_points(X, Z, kernel, method, convention)
+
+
+def _log_volume_points(X, Z, kernel, method, convention):
+    return _features_and_log_volume(X, Z, kernel, method, convention, True)[1]
 
 
 def _row_keys(A):
@@ -201,6 +227,8 @@ def log_pseudolikelihood(
     uses r_scale="unit" and the Stan log-volume (spec §10.3); ``"stan_as_printed"`` also
     replaces the Gaussian term by :func:`kron_loglik_as_printed` (the literal Appendix B
     program, without the 2 pi constant; reproduction only). Traceable in (kernel, tau2).
+    X is streamed in chunks (memory O(chunk x m), never m x n); derivatives in the kernel
+    hyperparameters come from forward mode inside that pass, so grad/hessian are cheap.
     """
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
@@ -216,11 +244,72 @@ def log_pseudolikelihood(
     return value
 
 
+_CHUNK_ENTRIES = 1 << 18  # points per chunk x m: a chunk of K_zx is at most 2 MiB in float64
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
+def _streamed_statistics(kernel, X, Z, volume, volume_convention, with_volume):
+    """One pass over X in chunks: feature mean mu (m,), centred sum of squares e2, sum_i log gamma(x_i).
+
+    Only a (chunk, m) block of K_zx exists at a time; chunk means and centred sums of squares are merged
+    by Chan's parallel formula, which stays accurate where sum k^2 - n |mu|^2 would cancel. Derivatives
+    in the kernel hyperparameters (a handful of numbers) are taken by forward mode inside the same pass,
+    so reverse mode stores an (m + 2) x p Jacobian instead of recomputing or storing the chunks.
+    """
+    return _stream(kernel, X, Z, volume, volume_convention, with_volume)
+
+
+def _streamed_statistics_jvp(volume, volume_convention, with_volume, primals, tangents):
+    kernel, X, Z = primals
+    t_kernel, t_X, t_Z = tangents
+    stream = partial(_stream, volume=volume, volume_convention=volume_convention, with_volume=with_volume)
+    if not (isinstance(t_X, SymbolicZero) and isinstance(t_Z, SymbolicZero)):  # the data move too: plain JVP
+        dense = [jnp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t for t in (t_X, t_Z)]
+        t_kernel = jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t,
+                                t_kernel, is_leaf=lambda t: isinstance(t, SymbolicZero))
+        return jax.jvp(stream, (kernel, X, Z), (t_kernel, *dense))
+    theta, unravel = ravel_pytree(kernel)
+    t_leaves = jax.tree.leaves(t_kernel, is_leaf=lambda t: isinstance(t, SymbolicZero))
+    t_theta = jnp.concatenate([jnp.zeros(t.shape, t.dtype).ravel() if isinstance(t, SymbolicZero) else jnp.ravel(t)
+                               for t in t_leaves]) if t_leaves else jnp.zeros(0, theta.dtype)
+    out, jacobian = jax.vmap(lambda d: jax.jvp(lambda th: stream(unravel(th), X, Z), (theta,), (d,)),
+                             out_axes=(None, -1))(jnp.eye(theta.size, dtype=theta.dtype))
+    return out, jax.tree.map(lambda J: J @ t_theta, jacobian)
+
+
+_streamed_statistics.defjvp(_streamed_statistics_jvp, symbolic_zeros=True)
+
+
+def _stream(kernel, X, Z, volume, volume_convention, with_volume):
+    n, dim = X.shape
+    size = max(1, min(n, _CHUNK_ENTRIES // Z.shape[0]))
+    chunks = -(-n // size)
+    padded = jnp.concatenate([X, jnp.broadcast_to(X[:1], (chunks * size - n, dim))])
+    valid = (jnp.arange(chunks * size) < n).reshape(chunks, size)
+
+    @jax.checkpoint  # matters only when X or Z are differentiated (reverse mode through the plain pass)
+    def chunk(args):
+        Xc, keep = args
+        w = keep.astype(X.dtype)
+        K, lv = _features_and_log_volume(Xc, Z, kernel, volume, volume_convention, with_volume)  # (size, m), (size,)
+        count = jnp.sum(w)
+        mean = (w @ K) / jnp.maximum(count, 1.0)
+        m2 = jnp.sum(w[:, None] * (K - mean) ** 2)
+        return count, mean, m2, jnp.sum(jnp.where(keep, lv, 0.0))
+
+    counts, means, m2s, lvs = jax.lax.map(chunk, (padded.reshape(chunks, size, dim), valid))
+    mu = (counts @ means) / n
+    e2 = jnp.sum(m2s) + jnp.sum(counts * jnp.sum((means - mu) ** 2, axis=1))
+    return mu, e2, jnp.sum(lvs)
+
+
 @partial(jax.jit, static_argnames=("volume", "convention", "with_volume"))
 def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume):
-    Kzx, Rzz = kernel._cross(Z, X), prior_cov._cross(Z, Z)
-    gaussian = kron_loglik_as_printed(Kzx, Rzz, tau2) if convention == "stan_as_printed" else kron_loglik(Kzx, Rzz, tau2)
-    if not with_volume:
-        return gaussian
-    lv = log_volume(X, Z, kernel, method=volume, convention="exact" if convention == "exact" else "stan")
-    return gaussian + jnp.sum(lv)
+    Rzz = prior_cov._cross(Z, Z)
+    volume_convention = "exact" if convention == "exact" else "stan"
+    if convention == "stan_as_printed":
+        gaussian = kron_loglik_as_printed(kernel._cross(Z, X), Rzz, tau2)
+        lv = jnp.sum(_log_volume_points(X, Z, kernel, volume, volume_convention)) if with_volume else 0.0
+        return gaussian + lv
+    mu, e2, lv = _streamed_statistics(kernel, X, Z, volume, volume_convention, with_volume)
+    return _kron_loglik_from_stats(mu, e2, X.shape[0], Rzz, tau2) + lv
