@@ -1,0 +1,25 @@
+"""Kernel Bayes' rule and the kernel Bayes filter (spec kbr.md): weights, read-outs, KuLSIF LOO, filtering."""
+
+from . import data
+from .baselines import ekf_filter, kalman_filter
+from .filter import ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, tune_kbf
+from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors
+from .readout import decode_mode, normalized_posterior_mean, posterior_expectation, posterior_mean, posterior_spread
+from .weights import (
+    KBRWeights,
+    Prior,
+    cme_weights,
+    gram_coefficient,
+    gram_factor,
+    kbr_iw_weights,
+    kbr_iw_weights_features,
+    kbr_original_weights,
+    kulsif_gamma,
+    kulsif_ratio,
+)
+
+__all__ = ["data", "ekf_filter", "kalman_filter", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+           "filter_mse", "tune_kbf", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
+           "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
+           "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",
+           "kbr_iw_weights", "kbr_iw_weights_features", "kbr_original_weights", "kulsif_gamma", "kulsif_ratio"]

@@ -1,0 +1,179 @@
+"""The kernel Bayes filter (Algorithm 2, spec kbr.md §6) and its hyperparameter protocol (§6.4)."""
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .._config import require_x64
+from .._validation import as_points, check_positive, check_same_length
+from ..kernels.heuristics import median_heuristic
+from ..kernels.stationary import RBF
+from .loo import select_eta_loo, successor_priors
+from .weights import _spd_solve, gram_factor, kbr_iw_weights, kbr_original_weights
+
+__all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "ETA_GRID", "LAMBDA_GRIDS", "filter_mse"]
+
+_METHODS = ("iw", "original")
+ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
+# the spec's extended grids: the small ones ({1e-4, 1e-3, 1e-2} / {1e-8, 1e-6, 1e-4}) select edge values (§11)
+LAMBDA_GRIDS = {"iw": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1), "original": (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)}
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class KernelBayesFilter:
+    """A fitted kernel Bayes filter: training pairs, bandwidths, regularisers and the precomputed matrices.
+
+    Build with :meth:`fit` (median bandwidths times multipliers) or :meth:`build` (explicit bandwidths,
+    pure and differentiable in every hyperparameter). ``filter(X_test)`` runs the recursion with
+    ``lax.scan``; ``jax.vmap(kbf.filter)(X_batch)`` filters several sequences at once.
+    """
+
+    X: jax.Array  # (T, d_x) training observations
+    Z: jax.Array  # (T, d_z) training latents (the atoms)
+    sigma_x: jax.Array
+    sigma_z: jax.Array
+    lam: jax.Array
+    eta: jax.Array
+    lam_prime: jax.Array
+    G_X: jax.Array  # (T, T)
+    K_eta: jax.Array  # (T, T): gamma = K_eta w
+    transition: jax.Array  # (T, T): row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
+    factor: jax.Array | None  # (T, p) factor of G_X for the original KBR
+    method: str = field(default="iw", metadata=dict(static=True))
+    smooth_truncation: float | None = field(default=None, metadata=dict(static=True))
+
+    @classmethod
+    def build(cls, X, Z, sigma_x, sigma_z, lam, eta, lam_prime=None, *, method: str = "iw",
+              smooth_truncation: float | None = None) -> "KernelBayesFilter":
+        """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
+
+        Operator-scale regularisers: lam (KBR), eta (KuLSIF), lam_prime (transition, default eta).
+        Traceable: under ``jit``/``grad`` the factor for the original KBR keeps its static size.
+        """
+        if method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        lam_prime = eta if lam_prime is None else lam_prime
+        for value, name in ((sigma_x, "sigma_x"), (sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
+                            (lam_prime, "lam_prime")):
+            check_positive(value, name)
+        G_X, K_eta, transition = _precompute(X, Z, sigma_x, sigma_z, eta, lam_prime)
+        factor = gram_factor(G_X) if method == "original" else None
+        return cls(X, Z, jnp.asarray(sigma_x), jnp.asarray(sigma_z), jnp.asarray(lam), jnp.asarray(eta),
+                   jnp.asarray(lam_prime), G_X, K_eta, transition, factor, method, smooth_truncation)
+
+    @classmethod
+    def fit(cls, X, Z, *, c: float = 1.0, c_x: float | None = None, c_z: float | None = None, lam: float = 1e-3,
+            eta: float = 1e-4, lam_prime: float | None = None, method: str = "iw") -> "KernelBayesFilter":
+        """Filter on one training trajectory with bandwidths sigma = c * median pairwise distance (spec §1).
+
+        X: (T, d_x) observations, Z: (T, d_z) latents, T >= 3; c_x / c_z override the shared multiplier c.
+        """
+        require_x64("KernelBayesFilter")
+        X, Z = _training_pairs(X, Z)
+        c_x, c_z = (c if c_x is None else c_x), (c if c_z is None else c_z)
+        check_positive(c_x, "c_x")
+        check_positive(c_z, "c_z")
+        return cls.build(X, Z, c_x * median_heuristic(X), c_z * median_heuristic(Z), lam, eta, lam_prime, method=method)
+
+    def observation_gram(self, X_test):
+        """k_X(x_i, x~_t): (T, T~)."""
+        return RBF(self.sigma_x)._cross(self.X, X_test)
+
+    def filter(self, X_test, *, return_weights: bool = False):
+        """Filtered posterior means sum_i w_i^(t,t) z_i for a test sequence X_test (T~, d_x): (T~, d_z).
+
+        Starts from uniform weights; with ``return_weights=True`` also returns W (T~, T).
+        """
+        G_q = self.observation_gram(X_test).T  # (T~, T)
+        T = self.Z.shape[0]
+
+        def step(w_pred, g):
+            gamma = self.K_eta @ w_pred
+            if self.method == "iw":
+                w = kbr_iw_weights(self.G_X, gamma, g[:, None], self.lam, smooth_truncation=self.smooth_truncation)
+                w = w.weights[:, 0]
+            else:
+                w = kbr_original_weights(self.G_X, gamma, g[:, None], self.lam, factor=self.factor)[:, 0]
+            return self.transition @ w, (w @ self.Z, w)
+
+        w0 = jnp.full(T, 1.0 / T, dtype=self.G_X.dtype)
+        _, (means, weights) = jax.lax.scan(step, w0, G_q)
+        return (means, weights) if return_weights else means
+
+
+@jax.jit
+def _precompute(X, Z, sigma_x, sigma_z, eta, lam_prime):
+    """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix (spec §6.2)."""
+    T = Z.shape[0]
+    G_X, G_Z = RBF(sigma_x)._cross(X, X), RBF(sigma_z)._cross(Z, Z)
+    eye = jnp.eye(T, dtype=G_Z.dtype)
+    K_eta = T * _spd_solve(G_Z + T * eta * eye, G_Z)
+    rows = _spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
+    return G_X, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
+
+
+def _training_pairs(X, Z):
+    X, Z = as_points(X, "X"), as_points(Z, "Z")
+    check_same_length(X, Z, "X and Z")
+    if X.shape[0] < 3:
+        raise ValueError(f"a kernel Bayes filter needs a training sequence of at least 3 steps, got {X.shape[0]}")
+    return X, Z
+
+
+def filter_mse(means, Z_true):
+    """Mean over time of the squared error summed over coordinates (spec §6.3)."""
+    return float(jnp.mean(jnp.sum((jnp.asarray(means) - jnp.asarray(Z_true)) ** 2, axis=-1)))
+
+
+class TuneResult(NamedTuple):
+    """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam) (spec §6.4)."""
+
+    filter: KernelBayesFilter
+    c: float
+    lam: float
+    eta: float
+    validation_mse: dict
+
+
+def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
+    G_Z = RBF(sigma_z)._cross(Z, Z)
+    return select_eta_loo(G_Z, successor_priors(Z, num_priors, k), eta_grid)[0]
+
+
+def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None, eta_grid=ETA_GRID,
+             n_val: int = 200, num_priors: int = 20, k: int = 10) -> TuneResult:
+    """The §6.4 protocol: fit on steps 1..T-V, validate on the last V steps (V = min(n_val, T // 2)),
+    eta by the KuLSIF LOO over kNN-successor priors for every c, (c, lam) by validation MSE, then refit on
+    all T pairs (medians and eta re-selected)."""
+    require_x64("tune_kbf")
+    X, Z = _training_pairs(X, Z)
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    lam_grid = LAMBDA_GRIDS[method] if lam_grid is None else lam_grid
+    T = X.shape[0]
+    V = min(n_val, T // 2)
+    if T - V < k + 1:
+        raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
+                         f"fit pairs, need at least {k + 1}")
+    X_fit, Z_fit, X_val, Z_val = X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]
+    med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
+    scores = {}
+    for c in c_grid:
+        eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
+        for lam in lam_grid:
+            kbf = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, lam, eta, method=method)
+            scores[(float(c), float(lam))] = (filter_mse(_jit_filter(kbf, X_val), Z_val), eta)
+    (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
+    med_x, med_z = median_heuristic(X), median_heuristic(Z)
+    eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
+    kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method)
+    return TuneResult(kbf, c, lam, eta, {key: value[0] for key, value in scores.items()})
+
+
+@jax.jit
+def _jit_filter(kbf, X_test):
+    return kbf.filter(X_test)
+

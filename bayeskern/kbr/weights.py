@@ -1,0 +1,192 @@
+"""Kernel Bayes' rule weights: CME, KuLSIF ratios, original and importance-weighted KBR (spec kbr.md §2-4).
+
+Every posterior embedding is a weighted sum of training features, m = sum_i w_i phi(z_i); the
+functions here return the weights W (n, q), one column per conditioning point. Regularisers are in
+operator scale by default (they multiply the identity next to 1/n-normalised covariance operators,
+spec §0): ``reg_scale="gram"`` inserts the value verbatim in the Gram-matrix system instead (§3.3).
+All functions are pure and jit/vmap/grad-friendly; solves use Cholesky or eigh, never inverses.
+"""
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_solve
+
+from .._validation import check_positive
+from ..linalg import jittered_cholesky
+
+__all__ = ["Prior", "KBRWeights", "gram_coefficient", "kulsif_gamma", "kulsif_ratio", "cme_weights",
+           "gram_factor", "kbr_original_weights", "kbr_iw_weights", "kbr_iw_weights_features"]
+
+_REG_SCALES = ("operator", "gram")
+_ZERO_WEIGHT_POLICIES = ("cme", "prior", "zeros")
+
+
+class Prior(NamedTuple):
+    """A prior embedding sum_j weights_j phi(atoms_j): atoms (m, d_z), weights (m,) (spec §2.1)."""
+
+    atoms: jax.Array
+    weights: jax.Array
+
+    @classmethod
+    def from_samples(cls, U) -> "Prior":
+        """Empirical prior of i.i.d. samples U (m, d_z): weights 1/m."""
+        U = jnp.asarray(U)
+        return cls(U, jnp.full(U.shape[0], 1.0 / U.shape[0], dtype=U.dtype))
+
+
+class KBRWeights(NamedTuple):
+    """Posterior weights (n, q) and whether the importance weights were all truncated to zero (spec §4.3)."""
+
+    weights: jax.Array
+    degenerate: jax.Array
+
+
+def gram_coefficient(value, n: int, power: int, reg_scale: str, name: str):
+    """The coefficient of I in the Gram system: n^power * value (operator scale) or value itself (gram)."""
+    if reg_scale not in _REG_SCALES:
+        raise ValueError(f"reg_scale must be one of {_REG_SCALES}, got {reg_scale!r}")
+    check_positive(value, name)
+    return value * n**power if reg_scale == "operator" else value
+
+
+@jax.jit
+def _spd_solve(A, B):
+    """Solve A X = B for SPD A by a (jittered) Cholesky factor (compiled once per shape: eager calls stay fast)."""
+    L, _, _ = jittered_cholesky(A)
+    return cho_solve((L, True), B)
+
+
+def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
+    """KuLSIF ratio values at the data, gamma = n (G_Z + n eta I)^{-1} g_prior (n,), untruncated (spec §3.1, §4.1).
+
+    G_Z: (n, n) latent Gram; g_prior: (n,) prior embedding at the data, K_ZU alpha.
+    gamma_i approximates pi(z_i) / p(z_i): O(1), sums to about n, may be negative.
+    """
+    n = G_Z.shape[0]
+    c = gram_coefficient(eta, n, 1, reg_scale, "eta")
+    return n * _spd_solve(G_Z + c * jnp.eye(n, dtype=G_Z.dtype), g_prior)
+
+
+def kulsif_ratio(K_zZ, K_zU, alpha, gamma, eta, *, reg_scale: str = "operator"):
+    """The KuLSIF ratio r~(z) at new points, eq. (3.1): (q,).
+
+    K_zZ: (q, n) k_Z(z, z_i); K_zU: (q, m) k_Z(z, u_j); alpha: (m,) prior weights; gamma from
+    :func:`kulsif_gamma` with the same eta. Equals gamma_i at z = z_i.
+    """
+    n = K_zZ.shape[1]
+    eta_op = gram_coefficient(eta, n, 1, reg_scale, "eta") / n
+    return (K_zU @ alpha - K_zZ @ gamma / n) / eta_op
+
+
+def cme_weights(G_X, G_Xq, lam, *, reg_scale: str = "operator"):
+    """Conditional mean embedding weights (G_X + n lam I)^{-1} G_Xq: (n, q) (spec §2.2).
+
+    The posterior embedding when the prior is the data marginal P(Z).
+    """
+    n = G_X.shape[0]
+    c = gram_coefficient(lam, n, 1, reg_scale, "lam")
+    return _spd_solve(G_X + c * jnp.eye(n, dtype=G_X.dtype), G_Xq)
+
+
+def gram_factor(G, *, rtol: float = 1e-12):
+    """L (n, p) with G = L L^T from eigh, dropping eigenvalues below rtol * max (spec §3.4).
+
+    Concrete G: the dropped columns are removed (p <= n, O(n p^2) KBR updates). Under tracing the
+    shape must stay static, so the dropped columns are zeroed instead (same weights).
+    """
+    s, U = jnp.linalg.eigh(0.5 * (G + G.T))
+    keep = s > rtol * jnp.max(s)
+    L = U * jnp.sqrt(jnp.where(keep, s, 0.0))
+    if isinstance(keep, jax.core.Tracer):
+        return L
+    return L[:, keep]
+
+
+def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", solver: str = "eigh", factor=None):
+    """Original KBR weights Gamma G_X ((Gamma G_X)^2 + n^2 lam I)^{-1} Gamma G_Xq: (n, q) (spec §3.2, §3.4).
+
+    Computed in the symmetric form w = Gamma L (C^2 + n^2 lam I)^{-1} L^T Gamma g, C = L^T Gamma L, with
+    L from :func:`gram_factor` (pass ``factor`` to reuse it). ``solver="eigh"`` (default, robust) or
+    ``"cholesky"``. gamma (n,) are the untruncated KuLSIF values.
+    """
+    n = G_X.shape[0]
+    c = gram_coefficient(lam, n, 2, reg_scale, "lam")
+    L = gram_factor(G_X) if factor is None else factor
+    Lg = L * gamma[:, None]  # Gamma L
+    C = L.T @ Lg
+    rhs = Lg.T @ G_Xq  # L^T Gamma g
+    if solver == "eigh":
+        mu, V = jnp.linalg.eigh(0.5 * (C + C.T))
+        y = V @ ((V.T @ rhs) / (mu**2 + c)[:, None])
+    elif solver == "cholesky":
+        y = _spd_solve(C @ C + c * jnp.eye(C.shape[0], dtype=C.dtype), rhs)
+    else:
+        raise ValueError(f"solver must be 'eigh' or 'cholesky', got {solver!r}")
+    return Lg @ y
+
+
+def _safe_sqrt(r):
+    positive = r > 0
+    return jnp.where(positive, jnp.sqrt(jnp.where(positive, r, 1.0)), 0.0)
+
+
+def _truncate(gamma, smooth_truncation):
+    if smooth_truncation is None:
+        return jnp.maximum(gamma, 0.0)
+    check_positive(smooth_truncation, "smooth_truncation")
+    return smooth_truncation * jax.nn.softplus(gamma / smooth_truncation)
+
+
+def _zero_weight_policy(r, prior_weights, policy):
+    """(truncated ratios to use, degenerate flag): all-zero ratios fall back per spec §4.3."""
+    if policy not in _ZERO_WEIGHT_POLICIES:
+        raise ValueError(f"zero_weight_policy must be one of {_ZERO_WEIGHT_POLICIES}, got {policy!r}")
+    if policy == "prior" and prior_weights is None:
+        raise ValueError("zero_weight_policy='prior' needs prior_weights (n,) on the training atoms")
+    degenerate = jnp.sum(r) < 1e-12 * r.shape[0]
+    if policy == "cme":
+        r = jnp.where(degenerate, jnp.ones_like(r), r)
+    return r, degenerate
+
+
+def _finish(W, degenerate, prior_weights, policy):
+    if policy == "prior":
+        return jnp.where(degenerate, prior_weights[:, None], W)
+    if policy == "zeros":
+        return jnp.where(degenerate, 0.0, W)
+    return W
+
+
+def kbr_iw_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", zero_weight_policy: str = "cme",
+                   prior_weights=None, smooth_truncation=None) -> KBRWeights:
+    """Importance-weighted KBR (Algorithm 1): W = sqrt(D) (sqrt(D) G_X sqrt(D) + n lam I)^{-1} sqrt(D) G_Xq.
+
+    G_X: (n, n); gamma: (n,) KuLSIF values, truncated to r = max(0, gamma) (or tau softplus(gamma / tau)
+    with ``smooth_truncation=tau``); G_Xq: (n, q). Finite for any finite input and lam > 0, with
+    ||w|| <= max r ||g|| / (n lam). If every r_i is 0 the ``zero_weight_policy`` applies ("cme": plain
+    CME weights, "prior": ``prior_weights`` unchanged, "zeros") and ``degenerate`` is True.
+    """
+    n = G_X.shape[0]
+    c = gram_coefficient(lam, n, 1, reg_scale, "lam")
+    r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
+    s = _safe_sqrt(r)
+    S = s[:, None] * G_X * s[None, :] + c * jnp.eye(n, dtype=G_X.dtype)
+    W = s[:, None] * _spd_solve(S, s[:, None] * G_Xq)
+    return KBRWeights(_finish(W, degenerate, prior_weights, zero_weight_policy), degenerate)
+
+
+def kbr_iw_weights_features(Psi, gamma, Psi_q, lam, *, reg_scale: str = "operator", zero_weight_policy: str = "cme",
+                            prior_weights=None, smooth_truncation=None) -> KBRWeights:
+    """IW-KBR with explicit observation features: W = D Psi (Psi^T D Psi + n lam I_p)^{-1} Psi_q^T, O(n p^2).
+
+    Psi: (n, p) training features (rows psi(x_i)); Psi_q: (q, p) features of the conditioning points.
+    Same truncation and zero-weight policy as :func:`kbr_iw_weights`.
+    """
+    n, p = Psi.shape
+    c = gram_coefficient(lam, n, 1, reg_scale, "lam")
+    r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
+    DPsi = r[:, None] * Psi
+    W = DPsi @ _spd_solve(Psi.T @ DPsi + c * jnp.eye(p, dtype=Psi.dtype), Psi_q.T)
+    return KBRWeights(_finish(W, degenerate, prior_weights, zero_weight_policy), degenerate)
