@@ -1,0 +1,156 @@
+"""KuLSIF LOO, the kernel Bayes filter and its baselines: spec kbr.md §10 items 9-13, 16."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from bayeskern import kbr
+from bayeskern.kernels import RBF
+
+
+def _brute_force_loo(Z, U, alpha, eta, kz, L):
+    """Refit KuLSIF without pair i (data z_i and atom u_i), evaluate the untruncated ratio at both, eq. (3.1)."""
+    n = Z.shape[0]
+    rho, nu = [], []
+    for i in range(L):
+        keep_z, keep_u = np.arange(n) != i, np.arange(U.shape[0]) != i
+        Zi, Ui, ai = Z[keep_z], U[keep_u], alpha[keep_u] / (1 - alpha[i])
+        gamma = (n - 1) * np.linalg.solve(kz.gram(Zi) + (n - 1) * eta * np.eye(n - 1), kz.cross(Zi, Ui) @ ai)
+        ratio = lambda z: (np.asarray(kz.cross(z[None], Ui))[0] @ ai - np.asarray(kz.cross(z[None], Zi))[0] @ gamma / (n - 1)) / eta
+        rho.append(ratio(Z[i]))
+        nu.append(ratio(U[i]))
+    rho, nu, a = np.array(rho), np.array(nu), alpha[:L]
+    return 0.5 * np.mean(rho**2) - np.sum(a * nu) / np.sum(a)
+
+
+def test_loo_closed_form_equals_brute_force_refits(rng):
+    kz, eta = RBF(0.8), 0.03
+    Z = rng.standard_normal((15, 2))
+    U = rng.standard_normal((12, 2)) * 0.8 + 0.3
+    alpha = rng.uniform(0.2, 1.0, 12)
+    alpha /= alpha.sum()
+    closed = kbr.kulsif_loo_score(kz.gram(Z), kz.cross(Z, U), kz.gram(U), alpha, eta)
+    assert float(closed) == pytest.approx(_brute_force_loo(Z, U, alpha, eta, kz, 12), abs=1e-10)
+    # atoms are the data: general formula with U = Z, and the eigen-path grid evaluation
+    alpha = rng.uniform(0.0, 1.0, 15)
+    alpha /= alpha.sum()
+    G = kz.gram(Z)
+    expected = _brute_force_loo(Z, Z, alpha, eta, kz, 15)
+    assert float(kbr.kulsif_loo_score(G, G, G, alpha, eta)) == pytest.approx(expected, abs=1e-10)
+    eig = jnp.linalg.eigh(G)
+    assert float(kbr.kulsif_loo_score_atoms_are_data(eig, alpha, eta)) == pytest.approx(expected, abs=1e-10)
+    batch = kbr.kulsif_loo_score_atoms_are_data(eig, jnp.stack([alpha, jnp.full(15, 1 / 15)]), eta)
+    assert float(batch[0]) == pytest.approx(expected, abs=1e-10)
+
+
+def test_successor_priors_and_eta_selection(rng):
+    Z = rng.standard_normal((60, 2))
+    priors = np.asarray(kbr.successor_priors(Z, num_priors=5, k=10))
+    assert priors.shape == (5, 60) and np.allclose(priors.sum(1), 1.0) and np.all(priors[:, 0] == 0)
+    eta, scores = kbr.select_eta_loo(RBF(0.5).gram(Z), jnp.asarray(priors), kbr.ETA_GRID)
+    assert eta in kbr.ETA_GRID and scores.shape == (5,) and eta == kbr.ETA_GRID[int(np.argmin(scores))]
+    with pytest.raises(ValueError, match="at least k"):
+        kbr.successor_priors(Z[:5], k=10)
+
+
+def test_transition_matrix_and_one_step_filter_equal_algorithm_1(rng):
+    seq = kbr.data.circle_dynamics(40, jax.random.key(0), T_test=1)
+    kbf = kbr.KernelBayesFilter.build(seq.X, seq.Z, 0.7, 0.6, 1e-3, 1e-3, 2e-3)
+    T = 40
+    assert np.all(np.asarray(kbf.transition)[0] == 0)
+    # operator form: C_next,prev (C_prev,prev + lam')^{-1} with explicit (random Fourier) features
+    F = 500
+    Omega, b = rng.standard_normal((F, 2)) / 0.6, rng.uniform(0, 2 * np.pi, F)
+    Phi = np.sqrt(2 / F) * np.cos(np.asarray(seq.Z) @ Omega.T + b)
+    G = Phi @ Phi.T
+    rows = np.linalg.solve(G[:-1, :-1] + (T - 1) * 2e-3 * np.eye(T - 1), G[:-1, :])
+    prev, nxt = Phi[:-1], Phi[1:]
+    w = rng.standard_normal(T)
+    op = np.linalg.solve(prev.T @ prev / (T - 1) + 2e-3 * np.eye(F), Phi.T @ w) @ (prev.T @ nxt / (T - 1))
+    np.testing.assert_allclose(Phi[1:].T @ (rows @ w), op, atol=1e-10)  # same predictive embedding
+    # one test step from uniform weights = Algorithm 1 with the uniform prior
+    means, W = kbf.filter(seq.X_test, return_weights=True)
+    G_Z = RBF(0.6).gram(seq.Z)
+    gamma = kbr.kulsif_gamma(G_Z, G_Z @ jnp.full(T, 1 / T), 1e-3)
+    w1 = kbr.kbr_iw_weights(kbf.G_X, gamma, RBF(0.7).cross(seq.X, seq.X_test), 1e-3).weights[:, 0]
+    np.testing.assert_allclose(W[0], w1, atol=1e-12)
+    np.testing.assert_allclose(means[0], w1 @ seq.Z, atol=1e-12)
+
+
+def test_filter_traces_under_jit_and_vmaps_over_sequences():
+    seq = kbr.data.circle_dynamics(60, jax.random.key(1), T_test=15)
+    kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=1.0, lam=1e-3, eta=1e-4)
+    batch = jnp.stack([seq.X_test, seq.X_test[::-1], seq.X_test + 0.1])
+    out = jax.jit(jax.vmap(kbf.filter))(batch)
+    for b in range(3):
+        np.testing.assert_allclose(out[b], kbf.filter(batch[b]), atol=1e-12)
+    original = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=1.0, lam=1e-6, eta=1e-4, method="original")
+    traced = jax.jit(lambda X, Z: kbr.KernelBayesFilter.build(X, Z, 0.5, 0.5, 1e-6, 1e-4, method="original")
+                     .filter(seq.X_test))(seq.X, seq.Z)
+    eager = kbr.KernelBayesFilter.build(seq.X, seq.Z, 0.5, 0.5, 1e-6, 1e-4, method="original").filter(seq.X_test)
+    np.testing.assert_allclose(traced, eager, atol=1e-8)  # masked (traced) vs truncated (concrete) factor
+    assert np.all(np.isfinite(np.asarray(original.filter(seq.X_test))))
+
+
+def test_filter_bad_inputs():
+    seq = kbr.data.circle_dynamics(30, jax.random.key(2), T_test=5)
+    with pytest.raises(ValueError, match="X and Z"):
+        kbr.KernelBayesFilter.fit(seq.X, seq.Z[:-1])
+    with pytest.raises(ValueError, match="at least 3"):
+        kbr.KernelBayesFilter.fit(seq.X[:2], seq.Z[:2])
+    with pytest.raises(ValueError, match="lam must be positive"):
+        kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=0.0)
+    with pytest.raises(ValueError, match="X contains"):
+        kbr.KernelBayesFilter.fit(seq.X.at[3, 0].set(jnp.nan), seq.Z)
+    with pytest.raises(ValueError, match="method"):
+        kbr.KernelBayesFilter.fit(seq.X, seq.Z, method="bogus")
+    with pytest.raises(ValueError, match="too short"):
+        kbr.tune_kbf(seq.X[:12], seq.Z[:12])
+
+
+def test_gaussian_posterior_task_ground_truth_by_conditioning_and_monte_carlo():
+    task = kbr.data.gaussian_posterior_task(2, jax.random.key(3), n_cond=4)
+    V = np.asarray(task.V)
+    d = 2
+    Vxx, Vxz, Vzz = V[:d, :d], V[:d, d:], V[d:, d:]
+    Bx = Vxz @ np.linalg.inv(Vzz)  # X | Z = z ~ N(1 + Bx z, Sigma): assemble the joint (Z, X) of Q explicitly
+    Sigma = Vxx - Bx @ Vxz.T
+    Sp = Vzz / 2
+    joint = np.block([[Sp, Sp @ Bx.T], [Bx @ Sp, Bx @ Sp @ Bx.T + Sigma]])  # (Z, X) under Q
+    for x, truth in zip(np.asarray(task.X_cond), np.asarray(task.truth)):
+        cond = joint[:d, d:] @ np.linalg.solve(joint[d:, d:], x - 1.0)
+        np.testing.assert_allclose(truth, cond, atol=1e-12)
+    # Monte Carlo: regress Z on X under Q with 10^6 draws, compare the conditional mean at one point
+    key1, key2 = jax.random.split(jax.random.key(4))
+    z = np.asarray(jax.random.multivariate_normal(key1, jnp.zeros(d), jnp.asarray(Sp), (1_000_000,)))
+    x = 1.0 + z @ Bx.T + np.asarray(jax.random.multivariate_normal(key2, jnp.zeros(d), jnp.asarray(Sigma), (1_000_000,)))
+    coef = np.linalg.lstsq(np.column_stack([np.ones(len(x)), x - 1.0]), z, rcond=None)[0]
+    x0 = np.asarray(task.X_cond[0])
+    mc = coef[0] + (x0 - 1.0) @ coef[1:]
+    se = np.std(z, axis=0) / np.sqrt(len(z)) * (1 + np.linalg.norm(x0 - 1.0))
+    assert np.all(np.abs(mc - np.asarray(task.truth[0])) < 3 * se + 1e-3)
+
+
+@pytest.mark.parametrize("amp_phase", ["current", "next"])
+def test_ekf_jacobian_equals_finite_differences(amp_phase, rng):
+    f, jac = kbr.data.circle_transition("oscillatory", amp_phase)
+    for z in rng.standard_normal((5, 2)):
+        h = 1e-6
+        fd = np.column_stack([(np.asarray(f(z + h * e)) - np.asarray(f(z - h * e))) / (2 * h) for e in np.eye(2)])
+        np.testing.assert_allclose(jac(jnp.asarray(z)), fd, atol=1e-6)
+
+
+def test_kalman_limit_of_the_filter():
+    """§10.13: MSE(KBF) / MSE(Kalman) falls from T = 100 to T = 400 and is <= 1.25 at T = 400."""
+    ratios = {}
+    for T in (100, 400):
+        r = []
+        for run in range(3):
+            seq = kbr.data.linear_gaussian_sequence(T, jax.random.key(100 + run))
+            kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=1.0, eta=1e-4, lam=1e-3)
+            kalman = kbr.kalman_filter(seq.X_test, 0.9 * jnp.eye(1), jnp.array([[0.09]]), jnp.array([[0.25]]),
+                                       jnp.zeros(1), jnp.array([[0.09 / 0.19]]))
+            r.append(kbr.filter_mse(kbf.filter(seq.X_test), seq.Z_test) / kbr.filter_mse(kalman, seq.Z_test))
+        ratios[T] = np.mean(r)
+    assert ratios[400] < ratios[100] and ratios[400] <= 1.25, ratios
