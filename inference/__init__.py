@@ -2,8 +2,10 @@
 
 from .bkl import bkl_fit, bkl_kernel
 from .diagnostics import Diagnostics, MCMCWarning, diagnose
+from .kbf import PredictiveFiltering, band_coverage, kbf_init_values, posterior_predictive_filter
 from .nuts import MCMCResult, run_nuts
 from .type2 import Type2Result, fit_type2, log_grid, tau2_profile
 
 __all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile", "bkl_fit", "bkl_kernel", "run_nuts", "MCMCResult",
-           "diagnose", "Diagnostics", "MCMCWarning"]
+           "diagnose", "Diagnostics", "MCMCWarning", "kbf_init_values", "posterior_predictive_filter",
+           "PredictiveFiltering", "band_coverage"]

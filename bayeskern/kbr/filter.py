@@ -7,9 +7,10 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, check_same_length
+from .._validation import as_points, check_positive, check_same_length, is_concrete
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
+from ..linalg import jittered_cholesky
 from .loo import select_eta_loo, successor_priors
 from .weights import _spd_solve, gram_factor, kbr_iw_weights, kbr_original_weights
 
@@ -43,6 +44,7 @@ class KernelBayesFilter:
     transition: jax.Array  # (T, T): row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
     factor: jax.Array | None  # (T, p) factor of G_X for the original KBR
     method: str = field(default="iw", metadata=dict(static=True))
+    original_solver: str = field(default="eigh", metadata=dict(static=True))
     smooth_truncation: float | None = field(default=None, metadata=dict(static=True))
 
     @classmethod
@@ -51,7 +53,9 @@ class KernelBayesFilter:
         """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
 
         Operator-scale regularisers: lam (KBR), eta (KuLSIF), lam_prime (transition, default eta).
-        Traceable: under ``jit``/``grad`` the factor for the original KBR keeps its static size.
+        Traceable: under ``jit``/``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky
+        solve (differentiable) instead of the truncated eigen-factor. ``smooth_truncation=tau`` replaces
+        max(0, gamma) by tau softplus(gamma / tau) (smooth gradients for NUTS).
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -60,9 +64,15 @@ class KernelBayesFilter:
                             (lam_prime, "lam_prime")):
             check_positive(value, name)
         G_X, K_eta, transition = _precompute(X, Z, sigma_x, sigma_z, eta, lam_prime)
-        factor = gram_factor(G_X) if method == "original" else None
+        factor, solver = None, "eigh"
+        if method == "original":
+            if is_concrete(G_X):
+                factor = gram_factor(G_X)  # truncated eigen-factor: O(T p^2) per step
+            else:  # differentiable path (e.g. NUTS over hyperparameters): eigenvector derivatives at the
+                # repeated (near-)zero eigenvalues of G_X and C are NaN, Cholesky derivatives are not
+                factor, solver = jittered_cholesky(G_X)[0], "cholesky"
         return cls(X, Z, jnp.asarray(sigma_x), jnp.asarray(sigma_z), jnp.asarray(lam), jnp.asarray(eta),
-                   jnp.asarray(lam_prime), G_X, K_eta, transition, factor, method, smooth_truncation)
+                   jnp.asarray(lam_prime), G_X, K_eta, transition, factor, method, solver, smooth_truncation)
 
     @classmethod
     def fit(cls, X, Z, *, c: float = 1.0, c_x: float | None = None, c_z: float | None = None, lam: float = 1e-3,
@@ -96,7 +106,8 @@ class KernelBayesFilter:
                 w = kbr_iw_weights(self.G_X, gamma, g[:, None], self.lam, smooth_truncation=self.smooth_truncation)
                 w = w.weights[:, 0]
             else:
-                w = kbr_original_weights(self.G_X, gamma, g[:, None], self.lam, factor=self.factor)[:, 0]
+                w = kbr_original_weights(self.G_X, gamma, g[:, None], self.lam, factor=self.factor,
+                                         solver=self.original_solver)[:, 0]
             return self.transition @ w, (w @ self.Z, w)
 
         w0 = jnp.full(T, 1.0 / T, dtype=self.G_X.dtype)

@@ -1,0 +1,71 @@
+"""The NumPyro model of the kernel Bayes filter's hyperparameters and posterior predictive filtering (spec kbr.md §7)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpyro.infer.util import initialize_model
+
+from bayeskern import kbr
+from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
+from bayeskern.models import kbf_hyper_model, split_for_validation
+
+
+@pytest.fixture(scope="module")
+def small():
+    seq = kbr.data.circle_dynamics(80, jax.random.key(0), T_test=20)
+    return seq, split_for_validation(seq.X, seq.Z, n_val=30)
+
+
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_model_density_and_gradient_are_finite_and_match_the_filter(small, method):
+    seq, split = small
+    info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(split,), model_kwargs=dict(method=method))
+    value, grad = jax.jit(jax.value_and_grad(info.potential_fn))(info.param_info.z)
+    assert np.isfinite(float(value)) and all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
+    # the potential is minus (log prior + Gaussian log-likelihood of the validation latents given the filter)
+    z = info.param_info.z
+    kbf = kbr.KernelBayesFilter.build(split.X_fit, split.Z_fit, jnp.exp(z["log_cx"]) * split.median_x,
+                                      jnp.exp(z["log_cz"]) * split.median_z, jnp.exp(z["log_lam"]),
+                                      jnp.exp(z["log_eta"]), method=method, smooth_truncation=1e-3)
+    resid = split.Z_val[10:] - kbf.filter(split.X_val)[10:]
+    s = float(jnp.exp(z["log_s"]))
+    loglik = float(jnp.sum(-0.5 * resid**2 / s**2 - np.log(s) - 0.5 * np.log(2 * np.pi)))
+    from bayeskern.models.kbf import HYPER_PRIORS
+    from scipy.stats import norm
+
+    logprior = sum(norm.logpdf(float(z[k]), *(HYPER_PRIORS[k][method] if k == "log_lam" else HYPER_PRIORS[k]))
+                   for k in ("log_cx", "log_cz", "log_lam", "log_eta", "log_s"))
+    assert float(value) == pytest.approx(-(loglik + logprior), rel=1e-8)
+
+
+def test_split_rejects_short_sequences(small):
+    seq, _ = small
+    with pytest.raises(ValueError, match="too short"):
+        split_for_validation(seq.X[:12], seq.Z[:12], n_val=200)
+    with pytest.raises(ValueError, match="X and Z"):
+        split_for_validation(seq.X, seq.Z[:-1])
+
+
+@pytest.mark.filterwarnings("ignore::bayeskern.inference.MCMCWarning")  # 20 warm-up steps: a smoke run
+def test_predictive_filtering_vmaps_like_a_loop_and_runs_from_nuts(small):
+    seq, split = small
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
+    init = kbf_init_values(tuned, 2)
+    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=20, num_samples=10,
+                   init_values=init, max_tree_depth=4, progress_bar=False, min_ess=1, rhat_max=np.inf)
+    draws = run.draws()
+    assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
+    pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)
+    assert pred.draws.shape == (4, 20, 2)
+    idx = np.unique(np.linspace(0, 9, 4).astype(int))
+    for j, i in enumerate(idx):  # one compiled map over draws = refitting draw by draw
+        kbf = kbr.KernelBayesFilter.build(seq.X, seq.Z, np.exp(draws["log_cx"][i]) * kbr.filter.median_heuristic(seq.X),
+                                          np.exp(draws["log_cz"][i]) * kbr.filter.median_heuristic(seq.Z),
+                                          np.exp(draws["log_lam"][i]), np.exp(draws["log_eta"][i]))
+        np.testing.assert_allclose(pred.draws[j], kbf.filter(seq.X_test), atol=1e-8)
+    np.testing.assert_allclose(pred.mean, pred.draws.mean(0), atol=1e-12)
+    band = np.asarray(pred.predictive_band)
+    assert np.all(band[0] <= band[1]) and np.all(np.asarray(pred.hyper_band)[0] <= np.asarray(pred.hyper_band)[1])
+    assert 0.0 <= band_coverage(band, seq.Z_test) <= 1.0
+    assert band_coverage(band, seq.Z_test) >= band_coverage(pred.hyper_band, seq.Z_test)
