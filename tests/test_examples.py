@@ -58,3 +58,36 @@ def test_acceptance_numpyro_and_blackjax_agree_on_the_1d_problem():
         means.append(log_theta.mean())
         ses.append(log_theta.std() / np.sqrt(mcmc.diagnostics.min_ess_bulk))
     assert abs(means[0] - means[1]) < 4 * np.hypot(*ses)
+
+
+def test_kbr_examples_run(tmp_path):
+    results = _load("kbr_posterior_mean").main(tmp_path, runs=2, dims=(2,))
+    assert results[2].shape == (2, 3) and np.all(results[2][:, 0] < results[2][:, 2])  # IW beats predicting 0
+    mse = _load("kbf_circle").main(tmp_path, runs=1, settings=("rotation",), T=120)
+    assert np.all(mse["rotation"][0, :3] < mse["rotation"][0, 3])  # every filter beats the raw observations
+    assert (tmp_path / "kbr_posterior_mean.png").stat().st_size > 10_000
+    assert (tmp_path / "kbf_circle.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_acceptance_kbr_posterior_mean_iw_beats_original(tmp_path):
+    """Issue 4 acceptance 2 / spec §9 target 1: IW < Original at d = 2, 4, 8 in >= 80% of runs; IW grows with d."""
+    results = _load("kbr_posterior_mean").main(tmp_path, runs=10, dims=(2, 4, 8))
+    iw = [results[d][:, 0].mean() for d in (2, 4, 8)]
+    for d in (2, 4, 8):
+        assert results[d][:, 0].mean() < results[d][:, 1].mean()
+        assert np.mean(results[d][:, 0] < results[d][:, 1]) >= 0.8
+    assert iw[0] < iw[1] < iw[2]
+
+
+@pytest.mark.slow
+def test_acceptance_kbf_circle_targets(tmp_path):
+    """Spec §9 targets 2-4 (5 runs, T = 500, tuned by §6.4): rotation EKF best and IW <= 1.03 x Original;
+    oscillatory best KBF <= 1.05 x EKF and IW <= 1.03 x Original; every filter beats the raw observations."""
+    results = _load("kbf_circle").main(tmp_path, runs=5)
+    ekf, iw, org, raw = results["rotation"].mean(0)
+    assert ekf < iw and ekf < org and iw <= 1.03 * org
+    ekf, iw, org, raw = results["oscillatory"].mean(0)
+    assert min(iw, org) <= 1.05 * ekf and iw <= 1.03 * org
+    for setting in results:
+        assert np.all(results[setting][:, :3].mean(0) < results[setting][:, 3].mean())
