@@ -2,6 +2,15 @@
 
 from . import data
 from .baselines import ekf_filter, kalman_filter
+from .features import (
+    FeatureKernel,
+    MLPFeatures,
+    RandomFourierFeatures,
+    adaptive_feature_loss,
+    init_mlp,
+    random_fourier_features,
+    train_features,
+)
 from .filter import ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, tune_kbf
 from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors
 from .readout import decode_mode, normalized_posterior_mean, posterior_expectation, posterior_mean, posterior_spread
@@ -18,7 +27,8 @@ from .weights import (
     kulsif_ratio,
 )
 
-__all__ = ["data", "ekf_filter", "kalman_filter", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+__all__ = ["FeatureKernel", "MLPFeatures", "RandomFourierFeatures", "adaptive_feature_loss", "init_mlp",
+           "random_fourier_features", "train_features", "data", "ekf_filter", "kalman_filter", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
            "filter_mse", "tune_kbf", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
            "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
            "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",

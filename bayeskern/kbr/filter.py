@@ -8,6 +8,7 @@ import jax.numpy as jnp
 
 from .._config import require_x64
 from .._validation import as_points, check_positive, check_same_length, is_concrete
+from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 from ..linalg import jittered_cholesky
@@ -34,7 +35,7 @@ class KernelBayesFilter:
 
     X: jax.Array  # (T, d_x) training observations
     Z: jax.Array  # (T, d_z) training latents (the atoms)
-    sigma_x: jax.Array
+    kernel_x: Kernel  # observation kernel: RBF(sigma_x), or FeatureKernel(psi) for learned features
     sigma_z: jax.Array
     lam: jax.Array
     eta: jax.Array
@@ -52,6 +53,9 @@ class KernelBayesFilter:
               smooth_truncation: float | None = None) -> "KernelBayesFilter":
         """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
 
+        ``sigma_x`` is the Gaussian observation bandwidth, or any observation kernel (e.g.
+        ``kbr.FeatureKernel(psi)`` with features learned by ``kbr.train_features``: the IW(NN) filter).
+
         Operator-scale regularisers: lam (KBR), eta (KuLSIF), lam_prime (transition, default eta).
         Traceable: under ``jit``/``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky
         solve (differentiable) instead of the truncated eigen-factor. ``smooth_truncation=tau`` replaces
@@ -60,10 +64,11 @@ class KernelBayesFilter:
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         lam_prime = eta if lam_prime is None else lam_prime
-        for value, name in ((sigma_x, "sigma_x"), (sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
+        kernel_x = sigma_x if isinstance(sigma_x, Kernel) else RBF(sigma_x)
+        for value, name in ((sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
                             (lam_prime, "lam_prime")):
             check_positive(value, name)
-        G_X, K_eta, transition = _precompute(X, Z, sigma_x, sigma_z, eta, lam_prime)
+        G_X, K_eta, transition = _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime)
         factor, solver = None, "eigh"
         if method == "original":
             if is_concrete(G_X):
@@ -71,7 +76,7 @@ class KernelBayesFilter:
             else:  # differentiable path (e.g. NUTS over hyperparameters): eigenvector derivatives at the
                 # repeated (near-)zero eigenvalues of G_X and C are NaN, Cholesky derivatives are not
                 factor, solver = jittered_cholesky(G_X)[0], "cholesky"
-        return cls(X, Z, jnp.asarray(sigma_x), jnp.asarray(sigma_z), jnp.asarray(lam), jnp.asarray(eta),
+        return cls(X, Z, kernel_x, jnp.asarray(sigma_z), jnp.asarray(lam), jnp.asarray(eta),
                    jnp.asarray(lam_prime), G_X, K_eta, transition, factor, method, solver, smooth_truncation)
 
     @classmethod
@@ -90,13 +95,14 @@ class KernelBayesFilter:
 
     def observation_gram(self, X_test):
         """k_X(x_i, x~_t): (T, T~)."""
-        return RBF(self.sigma_x)._cross(self.X, X_test)
+        return self.kernel_x._cross(self.X, X_test)
 
     def filter(self, X_test, *, return_weights: bool = False):
         """Filtered posterior means sum_i w_i^(t,t) z_i for a test sequence X_test (T~, d_x): (T~, d_z).
 
         Starts from uniform weights; with ``return_weights=True`` also returns W (T~, T).
         """
+        X_test = as_points(X_test, "X_test")  # finite-value check when concrete
         G_q = self.observation_gram(X_test).T  # (T~, T)
         T = self.Z.shape[0]
 
@@ -116,10 +122,10 @@ class KernelBayesFilter:
 
 
 @jax.jit
-def _precompute(X, Z, sigma_x, sigma_z, eta, lam_prime):
+def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime):
     """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix (spec §6.2)."""
     T = Z.shape[0]
-    G_X, G_Z = RBF(sigma_x)._cross(X, X), RBF(sigma_z)._cross(Z, Z)
+    G_X, G_Z = kernel_x._cross(X, X), RBF(sigma_z)._cross(Z, Z)
     eye = jnp.eye(T, dtype=G_Z.dtype)
     K_eta = T * _spd_solve(G_Z + T * eta * eye, G_Z)
     rows = _spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
