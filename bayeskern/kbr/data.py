@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_transition", "circle_dynamics",
-           "linear_gaussian_sequence", "CIRCLE_SETTINGS"]
+           "linear_gaussian_sequence", "CIRCLE_SETTINGS", "sprite_sequence", "panorama_scene", "panorama_sequence"]
 
 
 class PosteriorTask(NamedTuple):
@@ -113,4 +113,79 @@ def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, 
 
     _, Z = jax.lax.scan(step, z1, q * jax.random.normal(kz, (T + T_test, 1)))
     X = Z + r * jax.random.normal(kx, Z.shape)
+    return Sequence(X[:T], Z[:T], X[T:], Z[T:])
+
+
+_HEART_SUPERSAMPLE = 4
+
+
+def _heart_image(position, size: int):
+    """Render the filled heart (a^2 + b^2 - 1)^3 - a^2 b^3 <= 0 at a quantised position (spec §8.3a): (size, size)."""
+    scale = size / 64
+    levels = jnp.round(31 * (jnp.clip(position, -1.5, 1.5) + 1.5) / 3)
+    centre = (10 + levels * 43 / 31) * scale  # pixel coordinates (column, height), spanning 10..53 at 64 px
+    offsets = (jnp.arange(_HEART_SUPERSAMPLE) + 0.5) / _HEART_SUPERSAMPLE - 0.5
+    grid = (jnp.arange(size)[:, None] + offsets[None, :]).reshape(-1)  # sub-sample coordinates
+    a = (grid[None, :] - centre[0]) / (4 * scale)  # columns
+    b = ((size - 1 - grid)[:, None] - centre[1]) / (4 * scale)  # rows: index grows downwards, height upwards
+    inside = (a**2 + b**2 - 1) ** 3 - a**2 * b**3 <= 0
+    return inside.reshape(size, _HEART_SUPERSAMPLE, size, _HEART_SUPERSAMPLE).mean(axis=(1, 3))
+
+
+def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noise: float = 0.1) -> Sequence:
+    """The dSprite stand-in (spec §8.3a): oscillatory latent dynamics (sigma_z = 0.2), a heart drawn at the
+    latent plus N(0, 0.05^2) noise, quantised to 32 positions per axis, plus N(0, 0.1^2) pixel noise.
+
+    X: (T, size^2) flattened grayscale images (size 64 or 32); Z: (T, 2) latents.
+    """
+    if size not in (32, 64):
+        raise ValueError(f"size must be 64 or 32, got {size}")
+    k_seq, k_pos, k_pix = jax.random.split(key, 3)
+    seq = circle_dynamics(T, k_seq, T_test=T_test, setting="oscillatory", sigma_x=0.05)
+    Z = jnp.concatenate([seq.Z, seq.Z_test])
+    positions = Z + 0.05 * jax.random.normal(k_pos, Z.shape)
+    images = jax.lax.map(lambda p: _heart_image(p, size), positions).reshape(Z.shape[0], -1)
+    X = images + pixel_noise * jax.random.normal(k_pix, images.shape)
+    return Sequence(X[:T], Z[:T], X[T:], Z[T:])
+
+
+_PALETTE = jnp.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.3, 0.7, 0.3]])
+
+
+def panorama_scene(key, num_pillars: int = 12):
+    """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours (spec §8.3b)."""
+    k1, k2, k3, k4 = jax.random.split(key, 4)
+    return dict(centre=jax.random.uniform(k1, (num_pillars,), maxval=2 * jnp.pi),
+                width=jax.random.uniform(k2, (num_pillars,), minval=0.05, maxval=0.3),
+                height=jax.random.uniform(k3, (num_pillars,), minval=0.3, maxval=0.9),
+                colour=_PALETTE[jax.random.randint(k4, (num_pillars,), 0, 4)])
+
+
+def _panorama_view(heading, scene, rows: int = 36, cols: int = 48):
+    """A (rows, cols, 3) RGB crop of field of view pi/3 centred on ``heading``; values in [0, 1]."""
+    angles = heading + jnp.pi / 3 * (jnp.arange(cols) / (cols - 1) - 0.5)
+    height = 1.0 - (jnp.arange(rows) + 0.5) / rows  # 1 at the top row, 0 at the bottom
+    sky = jnp.array([0.55, 0.75, 0.95]) + (1 - height[:, None]) * jnp.array([0.3, 0.2, 0.05])
+    floor = jnp.array([0.25, 0.22, 0.2]) + height[:, None] * jnp.array([0.3, 0.3, 0.3])
+    image = jnp.broadcast_to(jnp.where(height[:, None] > 0.5, sky, floor)[:, None, :], (rows, cols, 3))
+    for p in range(scene["centre"].shape[0]):  # painter's order: later pillars in front
+        delta = jnp.angle(jnp.exp(1j * (angles - scene["centre"][p])))  # wrapped angle difference
+        alpha = jnp.exp(-(delta**2) / (2 * scene["width"][p] ** 2))[None, :] * (height[:, None] <= scene["height"][p])
+        image = (1 - alpha[..., None]) * image + alpha[..., None] * scene["colour"][p]
+    return jnp.clip(image, 0.0, 1.0)
+
+
+def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sigma_theta: float = 0.2,
+                      sigma_x: float = 0.2, pixel_noise: float = 0.1, scene_key=None) -> Sequence:
+    """The DeepMind-Lab stand-in (spec §8.3b): heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2),
+    latent z = (cos theta, sin theta), image = the view at theta + N(0, sigma_x^2) of a fixed scene
+    (``scene_key``, default seed 0) plus N(0, 0.1^2) pixel noise. X: (T, 5184); Z: (T, 2)."""
+    scene = panorama_scene(jax.random.key(0) if scene_key is None else scene_key)
+    k_theta, k_view, k_pix = jax.random.split(key, 3)
+    steps = omega + sigma_theta * jax.random.normal(k_theta, (T + T_test,))
+    theta = jnp.mod(jnp.cumsum(steps), 2 * jnp.pi)
+    Z = jnp.stack([jnp.cos(theta), jnp.sin(theta)], axis=1)
+    views = theta + sigma_x * jax.random.normal(k_view, theta.shape)
+    images = jax.lax.map(lambda h: _panorama_view(h, scene), views).reshape(theta.shape[0], -1)
+    X = images + pixel_noise * jax.random.normal(k_pix, images.shape)
     return Sequence(X[:T], Z[:T], X[T:], Z[T:])
