@@ -1,6 +1,7 @@
 """The kernel Bayes filter (Algorithm 2, spec kbr.md §6) and its hyperparameter protocol (§6.4)."""
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -103,22 +104,28 @@ class KernelBayesFilter:
         Starts from uniform weights; with ``return_weights=True`` also returns W (T~, T).
         """
         X_test = as_points(X_test, "X_test")  # finite-value check when concrete
-        G_q = self.observation_gram(X_test).T  # (T~, T)
-        T = self.Z.shape[0]
+        return _run_filter(self, X_test, return_weights)
 
-        def step(w_pred, g):
-            gamma = self.K_eta @ w_pred
-            if self.method == "iw":
-                w = kbr_iw_weights(self.G_X, gamma, g[:, None], self.lam, smooth_truncation=self.smooth_truncation)
-                w = w.weights[:, 0]
-            else:
-                w = kbr_original_weights(self.G_X, gamma, g[:, None], self.lam, factor=self.factor,
-                                         solver=self.original_solver)[:, 0]
-            return self.transition @ w, (w @ self.Z, w)
 
-        w0 = jnp.full(T, 1.0 / T, dtype=self.G_X.dtype)
-        _, (means, weights) = jax.lax.scan(step, w0, G_q)
-        return (means, weights) if return_weights else means
+@partial(jax.jit, static_argnames="return_weights")
+def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
+    """The recursion of spec §6.3, compiled once per filter structure and shapes."""
+    G_q = kbf.observation_gram(X_test).T  # (T~, T)
+    T = kbf.Z.shape[0]
+
+    def step(w_pred, g):
+        gamma = kbf.K_eta @ w_pred
+        if kbf.method == "iw":
+            w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
+            w = w.weights[:, 0]
+        else:
+            w = kbr_original_weights(kbf.G_X, gamma, g[:, None], kbf.lam, factor=kbf.factor,
+                                     solver=kbf.original_solver)[:, 0]
+        return kbf.transition @ w, (w @ kbf.Z, w)
+
+    w0 = jnp.full(T, 1.0 / T, dtype=kbf.G_X.dtype)
+    _, (means, weights) = jax.lax.scan(step, w0, G_q)
+    return (means, weights) if return_weights else means
 
 
 @jax.jit
@@ -182,15 +189,9 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
         for lam in lam_grid:
             kbf = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, lam, eta, method=method)
-            scores[(float(c), float(lam))] = (filter_mse(_jit_filter(kbf, X_val), Z_val), eta)
+            scores[(float(c), float(lam))] = (filter_mse(kbf.filter(X_val), Z_val), eta)
     (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
     med_x, med_z = median_heuristic(X), median_heuristic(Z)
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
     kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method)
     return TuneResult(kbf, c, lam, eta, {key: value[0] for key, value in scores.items()})
-
-
-@jax.jit
-def _jit_filter(kbf, X_test):
-    return kbf.filter(X_test)
-
