@@ -1,0 +1,104 @@
+"""Algorithm 1 of spec jdl.md §4 (matrix-free pivoted Cholesky with a bi-orthogonal basis) and the
+double-orthogonal rotation of §5."""
+
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._config import require_x64
+from ..kernels.base import Kernel
+
+__all__ = ["PivotedCholesky", "pivoted_cholesky", "RotatedBasis", "rotate"]
+
+
+class PivotedCholesky(NamedTuple):
+    """K ~ L L^T from m greedy pivots (spec §4.1).
+
+    L: (n, m); B_tilde: (m, m) upper triangular, the compact bi-orthogonal factor (B = P B_tilde, B^T L = I,
+    K B = L); pivots: (m,) distinct indices; residual: (n,) diag(K - L L^T) >= 0.
+    """
+
+    L: jax.Array
+    B_tilde: jax.Array
+    pivots: jax.Array
+    residual: jax.Array
+
+    @property
+    def rank(self) -> int:
+        return self.L.shape[1]
+
+
+def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | None = None) -> PivotedCholesky:
+    """Greedy pivoted Cholesky of K = k(X, X) (X: (n, d)) touching only diag(K) and m columns: memory O(n m).
+
+    Stops when trace(K - L L^T) <= tol * trace(K) (relative tolerance, tol in [0, 1)) or at ``max_rank``
+    (default min(n, 1000)). Pivot ties go to the smallest index. One compiled ``lax.while_loop`` with
+    buffers of width max_rank; the result is cut to the rank reached.
+    """
+    require_x64("pivoted_cholesky")
+    X = kernel._prepare(X, "X")
+    n = X.shape[0]
+    if not 0 <= tol < 1:
+        raise ValueError(f"tol must lie in [0, 1), got {tol}")
+    max_rank = min(n, 1000) if max_rank is None else max_rank
+    if not 1 <= max_rank <= n:
+        raise ValueError(f"max_rank must lie in [1, n = {n}], got {max_rank}")
+    L, Bt, pivots, d, m = _factorise(kernel, X, tol, max_rank)
+    m = int(m)
+    return PivotedCholesky(L[:, :m], Bt[:m, :m], pivots[:m], d)
+
+
+@partial(jax.jit, static_argnames="max_rank")
+def _factorise(kernel, X, tol, max_rank):
+    n = X.shape[0]
+    d0 = kernel._paired(X, X)
+    threshold = tol * jnp.sum(d0)
+    floor = jnp.finfo(d0.dtype).eps * jnp.max(d0)  # numerical floor for the next pivot's Schur complement
+
+    def more(state):
+        _, _, _, d, m = state
+        return (jnp.sum(d) > threshold) & (m < max_rank) & (jnp.max(d) > floor)
+
+    def step(state):
+        L, Bt, pivots, d, m = state
+        j = jnp.argmax(d)  # first index of the largest residual diagonal entry
+        root = jnp.sqrt(d[j])
+        column = kernel._cross(X, X[j][None])[:, 0]  # one column-oracle call: n kernel evaluations
+        ell = (column - L @ L[j]) / root  # unused buffer columns of L are zero
+        b = (-Bt @ L[j]).at[m].set(1.0) / root  # compact line 5: rows >= m of B_tilde are zero
+        d = jnp.maximum(d - ell**2, 0.0).at[j].set(0.0)
+        return L.at[:, m].set(ell), Bt.at[:, m].set(b), pivots.at[m].set(j.astype(jnp.int32)), d, m + 1
+
+    init = (jnp.zeros((n, max_rank), d0.dtype), jnp.zeros((max_rank, max_rank), d0.dtype),
+            jnp.zeros(max_rank, jnp.int32), d0, jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(more, step, init)
+
+
+class RotatedBasis(NamedTuple):
+    """The double-orthogonal basis psi(u) = R^T k(x_p, u) of spec §5 (eigenvalues descending).
+
+    R: (m, m) = B_tilde V; A: (n, m) = L V, the basis at the training points; eigenvalues: (m,) Lambda with
+    A^T A = Lambda and Q^T K Q = I (Q = P R); points: (m, d) the pivot points x_p.
+    """
+
+    R: jax.Array
+    A: jax.Array
+    eigenvalues: jax.Array
+    points: jax.Array
+
+    def evaluate(self, kernel: Kernel, U):
+        """psi(u) for points U (q, d): (q, m), from the m pivot points only."""
+        return kernel._cross(kernel._prepare(U, "U"), self.points) @ self.R
+
+
+def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
+    """Rotate a pivoted Cholesky factor by the eigenvectors of L^T L (descending; each eigenvector's entry of
+    largest magnitude made positive)."""
+    lam, V = np.linalg.eigh(np.asarray(factor.L.T @ factor.L))
+    lam, V = lam[::-1], V[:, ::-1]
+    V = V * np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])])
+    V = jnp.asarray(V)
+    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), jnp.asarray(X)[np.asarray(factor.pivots)])
