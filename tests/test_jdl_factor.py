@@ -66,3 +66,15 @@ def test_double_orthogonal_rotation(rng):
     np.testing.assert_allclose(np.asarray(basis.A).T @ np.asarray(basis.A), np.diag(lam), atol=1e-8 * lam[0])
     np.testing.assert_allclose(Q.T @ K @ K @ Q, np.diag(lam), atol=1e-7 * lam[0])
     np.testing.assert_allclose(basis.evaluate(k, X), basis.A, atol=1e-8)  # psi at the training points = A
+
+
+def test_buffers_grow_past_the_first_width(rng):
+    """Ranks above the initial 64-column buffer: the doubling path gives the same factor as one wide run."""
+    X = rng.uniform(-3, 3, (300, 1))
+    k = RBF(0.05)
+    f = pivoted_cholesky(k, X, tol=1e-4)
+    assert f.rank > 64
+    capped = pivoted_cholesky(k, X, tol=1e-4, max_rank=f.rank)
+    np.testing.assert_array_equal(f.pivots, capped.pivots)
+    K = np.asarray(k.gram(X))
+    assert np.trace(K - np.asarray(f.L) @ np.asarray(f.L).T) <= 1e-4 * np.trace(K) + 1e-12

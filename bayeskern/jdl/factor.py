@@ -1,7 +1,6 @@
 """Algorithm 1 of spec jdl.md §4 (matrix-free pivoted Cholesky with a bi-orthogonal basis) and the
 double-orthogonal rotation of §5."""
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -35,32 +34,45 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     """Greedy pivoted Cholesky of K = k(X, X) (X: (n, d)) touching only diag(K) and m columns: memory O(n m).
 
     Stops when trace(K - L L^T) <= tol * trace(K) (relative tolerance, tol in [0, 1)) or at ``max_rank``
-    (default min(n, 1000)). Pivot ties go to the smallest index. One compiled ``lax.while_loop`` with
-    buffers of width max_rank; the result is cut to the rank reached.
+    (default n). Pivot ties go to the smallest index. A compiled ``lax.while_loop`` fills buffers that start
+    64 columns wide and double when full; the result is cut to the rank reached.
     """
     require_x64("pivoted_cholesky")
     X = kernel._prepare(X, "X")
     n = X.shape[0]
     if not 0 <= tol < 1:
         raise ValueError(f"tol must lie in [0, 1), got {tol}")
-    max_rank = min(n, 1000) if max_rank is None else max_rank
+    max_rank = n if max_rank is None else max_rank
     if not 1 <= max_rank <= n:
         raise ValueError(f"max_rank must lie in [1, n = {n}], got {max_rank}")
-    L, Bt, pivots, d, m = _factorise(kernel, X, tol, max_rank)
-    m = int(m)
+    d0 = kernel._paired(X, X)
+    width = min(max_rank, 64)
+    state = (jnp.zeros((n, width), d0.dtype), jnp.zeros((width, width), d0.dtype), jnp.zeros(width, jnp.int32),
+             d0, jnp.zeros((), jnp.int32))
+    threshold = tol * jnp.sum(d0)
+    floor = jnp.finfo(d0.dtype).eps * jnp.max(d0)  # numerical floor for the next pivot's Schur complement
+    while True:  # buffers double when full, so memory stays O(n m) for the rank m reached
+        state = _factorise(kernel, X, threshold, floor, state)
+        m = int(state[4])
+        if m < width or width == max_rank:
+            break
+        grow = min(2 * width, max_rank) - width
+        L, Bt, pivots, d, _ = state
+        state = (jnp.pad(L, ((0, 0), (0, grow))), jnp.pad(Bt, ((0, grow), (0, grow))), jnp.pad(pivots, (0, grow)),
+                 d, state[4])
+        width += grow
+    L, Bt, pivots, d, _ = state
     return PivotedCholesky(L[:, :m], Bt[:m, :m], pivots[:m], d)
 
 
-@partial(jax.jit, static_argnames="max_rank")
-def _factorise(kernel, X, tol, max_rank):
-    n = X.shape[0]
-    d0 = kernel._paired(X, X)
-    threshold = tol * jnp.sum(d0)
-    floor = jnp.finfo(d0.dtype).eps * jnp.max(d0)  # numerical floor for the next pivot's Schur complement
+@jax.jit
+def _factorise(kernel, X, threshold, floor, state):
+    """Greedy pivots until the tolerance is met, a pivot's Schur complement vanishes or the buffers are full."""
+    width = state[0].shape[1]
 
     def more(state):
         _, _, _, d, m = state
-        return (jnp.sum(d) > threshold) & (m < max_rank) & (jnp.max(d) > floor)
+        return (jnp.sum(d) > threshold) & (m < width) & (jnp.max(d) > floor)
 
     def step(state):
         L, Bt, pivots, d, m = state
@@ -72,9 +84,7 @@ def _factorise(kernel, X, tol, max_rank):
         d = jnp.maximum(d - ell**2, 0.0).at[j].set(0.0)
         return L.at[:, m].set(ell), Bt.at[:, m].set(b), pivots.at[m].set(j.astype(jnp.int32)), d, m + 1
 
-    init = (jnp.zeros((n, max_rank), d0.dtype), jnp.zeros((max_rank, max_rank), d0.dtype),
-            jnp.zeros(max_rank, jnp.int32), d0, jnp.zeros((), jnp.int32))
-    return jax.lax.while_loop(more, step, init)
+    return jax.lax.while_loop(more, step, state)
 
 
 class RotatedBasis(NamedTuple):
