@@ -142,7 +142,8 @@ def _plot(X, Y, ls, fit, median, result, witness, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from bayeskern.plotting import plot_likelihood_curve, plot_null_distribution, plot_witness_1d, plot_witness_2d
+    from bayeskern.plotting import (plot_likelihood_curve, plot_null_distribution, plot_witness_1d, plot_witness_2d,
+                                    save_figure)
 
     panels = 1 + (fit is not None) + (witness is not None)
     fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), squeeze=False)
@@ -161,10 +162,7 @@ def _plot(X, Y, ls, fit, median, result, witness, path):
             xx, yy = np.meshgrid(*grid_axes)
             plot_witness_2d(ax, xx, yy, post.mean.reshape(xx.shape), X, Y)
             ax.set_title("witness posterior mean", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _cmd_demo(args):

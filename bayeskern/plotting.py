@@ -1,8 +1,22 @@
 """Matplotlib figures for test results and witness functions (imported lazily by the CLI and examples)."""
 
+from pathlib import Path
+
 import numpy as np
 
-__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d"]
+__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "save_figure"]
+
+
+def save_figure(fig, path, dpi: int = 120) -> Path:
+    """Lay out ``fig``, write it to ``path`` (creating the folder) and close it; returns the path."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=dpi)
+    plt.close(fig)
+    return path
 
 
 def plot_null_distribution(ax, result, label: str = "statistic"):

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 import bayeskern as bk
 from bayeskern.bke import embedding_posterior, hold_out_inducing
 from bayeskern.inference import fit_type2
-from bayeskern.plotting import plot_likelihood_curve, plot_witness_2d
+from bayeskern.plotting import plot_likelihood_curve, plot_witness_2d, save_figure
 
 EPS = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 10.0, 12.0, 15.0)
 
@@ -78,9 +78,7 @@ def main(out: Path, reps: int = 20, permutations: int = 200, eps_values=EPS, mes
     ax[3].set_title("(D) BKE pseudolikelihood, eps = 2")
     plot_witness_2d(ax[4], xx, yy, mean)
     ax[4].set_title(f"(E) witness posterior mean, eps = 2, lengthscale {curve_fit.lengthscale:.3g}")
-    fig.tight_layout()
-    fig.savefig(out / "bke_grid_of_gaussians.png", dpi=110)
-    plt.close(fig)
+    save_figure(fig, out / "bke_grid_of_gaussians.png", dpi=110)
     return curve_fit, median, rates
 
 

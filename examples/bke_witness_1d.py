@@ -22,7 +22,7 @@ import bayeskern as bk
 from bayeskern.bke import hold_out_inducing, witness_posterior
 from bayeskern.inference import fit_type2, run_nuts
 from bayeskern.models import bke_model
-from bayeskern.plotting import plot_witness_1d
+from bayeskern.plotting import plot_witness_1d, save_figure
 
 
 def witness_for(n, *, seed=0, backend="numpyro", chains=4, warmup=200, samples=200, progress_bar=True, witness=True):
@@ -61,9 +61,7 @@ def main(out: Path, sizes=(50, 400), backend="numpyro", progress_bar=True):
         plot_witness_1d(ax, post.grid[:, 0], post.mean, band=(post.lower, post.upper))
         ax.set_title(f"n = {n}: band excludes 0 on {100 * post.fraction_excluding_zero:.0f}% of the grid")
         results[n] = (mcmc, post, fit)
-    fig.tight_layout()
-    fig.savefig(out / "bke_witness_1d.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, out / "bke_witness_1d.png")
     return results
 
 

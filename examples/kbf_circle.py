@@ -22,6 +22,7 @@ import numpy as np
 
 import bayeskern as bk
 from bayeskern import kbr
+from bayeskern.plotting import save_figure
 
 METHODS = ("EKF", "IW-KBF", "original KBF", "raw observations")
 
@@ -71,10 +72,7 @@ def main(out, runs=5, settings=("rotation", "oscillatory"), T=500, seed=0):
         ax.set(xlabel="test step", ylabel="first coordinate", title=setting)
         ax.set_xlim(0, 60)
     axes[-1].legend(fontsize=8)
-    fig.tight_layout()
-    Path(out).mkdir(parents=True, exist_ok=True)
-    fig.savefig(Path(out) / "kbf_circle.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "kbf_circle.png")
     return results
 
 

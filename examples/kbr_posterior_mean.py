@@ -21,6 +21,7 @@ import numpy as np
 
 import bayeskern as bk
 from bayeskern import kbr
+from bayeskern.plotting import save_figure
 from bayeskern.kernels import RBF
 
 
@@ -55,10 +56,7 @@ def main(out, runs=10, dims=(2, 4, 8), seed=0):
     ax.set(xlabel="dimension d", ylabel="MSE of the posterior mean", xscale="log", title="KBR posterior mean (§5.1)")
     ax.set_xticks(list(dims), [str(d) for d in dims])
     ax.legend()
-    fig.tight_layout()
-    Path(out).mkdir(parents=True, exist_ok=True)
-    fig.savefig(Path(out) / "kbr_posterior_mean.png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, Path(out) / "kbr_posterior_mean.png")
     return results
 
 

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import bayeskern as bk
-from bayeskern.plotting import plot_null_distribution, plot_witness_1d
+from bayeskern.plotting import plot_null_distribution, plot_witness_1d, save_figure
 
 
 def main(out: Path, n: int = 400):
@@ -41,8 +41,7 @@ def main(out: Path, n: int = 400):
     grid = np.linspace(-4, 4, 401)
     plot_witness_1d(axes[1], grid, bk.witness(XP, XQ, kernel)(grid), XP, XQ, labels=("normal", "Laplace"))
     plot_null_distribution(axes[2], hsic, "HSIC_b (x, x^2 + noise)")
-    fig.tight_layout()
-    fig.savefig(out / "two_sample_quickstart.png", dpi=120)
+    save_figure(fig, out / "two_sample_quickstart.png")
     print(f"wrote {out / 'two_sample_quickstart.png'}")
     return mmd, hsic
 

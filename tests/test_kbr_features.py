@@ -51,6 +51,6 @@ def test_trained_features_lower_the_loss_and_drive_a_filter():
     Psi = net(seq.X)
     np.testing.assert_allclose(kbf.G_X, Psi @ Psi.T, atol=1e-12)
     means = kbf.filter(seq.X_test)
-    assert kbr.filter_mse(means, seq.Z_test) < kbr.filter_mse(seq.X_test, seq.Z_test) * 1.5
+    assert kbr.filter_mse(means, seq.Z_test) < kbr.filter_mse(seq.X_test, seq.Z_test)  # 0.105 vs 0.120
     with pytest.raises(ValueError, match="X_test contains"):
         kbf.filter(seq.X_test.at[0, 0].set(jnp.inf))

@@ -61,8 +61,7 @@ def test_transition_matrix_and_one_step_filter_equal_algorithm_1(rng):
     assert np.all(np.asarray(kbf.transition)[0] == 0)
     # operator form: C_next,prev (C_prev,prev + lam')^{-1} with explicit (random Fourier) features
     F = 500
-    Omega, b = rng.standard_normal((F, 2)) / 0.6, rng.uniform(0, 2 * np.pi, F)
-    Phi = np.sqrt(2 / F) * np.cos(np.asarray(seq.Z) @ Omega.T + b)
+    Phi = np.asarray(kbr.random_fourier_features(jax.random.key(5), 2, 0.6, F)(seq.Z))
     G = Phi @ Phi.T
     rows = np.linalg.solve(G[:-1, :-1] + (T - 1) * 2e-3 * np.eye(T - 1), G[:-1, :])
     prev, nxt = Phi[:-1], Phi[1:]
@@ -154,3 +153,17 @@ def test_kalman_limit_of_the_filter():
             r.append(kbr.filter_mse(kbf.filter(seq.X_test), seq.Z_test) / kbr.filter_mse(kalman, seq.Z_test))
         ratios[T] = np.mean(r)
     assert ratios[400] < ratios[100] and ratios[400] <= 1.25, ratios
+
+
+def test_tuning_scores_equal_filters_built_directly():
+    """tune_kbf shares the lam-independent matrices across its lam grid: scores must equal fresh builds."""
+    seq = kbr.data.circle_dynamics(90, jax.random.key(6), T_test=5)
+    tuned = kbr.tune_kbf(seq.X, seq.Z, c_grid=(1.0,), lam_grid=(1e-4, 1e-2), n_val=30, num_priors=5)
+    X_fit, Z_fit = seq.X[:60], seq.Z[:60]
+    med_x, med_z = kbr.filter.median_heuristic(X_fit), kbr.filter.median_heuristic(Z_fit)
+    eta = kbr.select_eta_loo(RBF(med_z).gram(Z_fit), kbr.successor_priors(Z_fit, 5, 10), kbr.ETA_GRID)[0]
+    for lam in (1e-4, 1e-2):
+        kbf = kbr.KernelBayesFilter.build(X_fit, Z_fit, med_x, med_z, lam, eta)
+        expected = kbr.filter_mse(kbf.filter(seq.X[60:]), seq.Z[60:])
+        assert tuned.validation_mse[(1.0, lam)] == pytest.approx(expected, rel=1e-10)
+    assert tuned.validation_mse[(tuned.c, tuned.lam)] == min(tuned.validation_mse.values())

@@ -19,15 +19,14 @@ def _problem(rng, n=30, m=25, d=2, q=7, shift=0.0):
                 G_Xq=kx.cross(X, Xq), alpha=np.full(m, 1.0 / m), kz=kz, kx=kx)
 
 
-def _rff(rng, A, sigma, F=400, d=2):
-    """Explicit random Fourier features (n, F): G ~ Phi Phi^T; used only as an exact explicit feature map."""
-    Omega, b = rng.standard_normal((F, d)) / sigma, rng.uniform(0, 2 * np.pi, F)
-    return lambda A: np.sqrt(2.0 / F) * np.cos(A @ Omega.T + b)
+def _features(sigma, F=400, seed=0):
+    """An explicit finite feature map (random Fourier features): the identities hold exactly for G = Phi Phi^T."""
+    return kbr.random_fourier_features(jax.random.key(seed), 2, sigma, F)
 
 
 def test_kulsif_gram_form_equals_operator_form(rng):
     p = _problem(rng)
-    phi = _rff(rng, p["Z"], 0.9)
+    phi = _features(0.9)
     Phi, Phi_U = phi(p["Z"]), phi(p["U"])
     n, eta = Phi.shape[0], 0.05
     gamma = kbr.kulsif_gamma(Phi @ Phi.T, Phi @ Phi_U.T @ p["alpha"], eta)
@@ -46,7 +45,7 @@ def test_iw_forms_agree_including_negative_gamma(rng):
     W = kbr.kbr_iw_weights(p["G_X"], gamma, p["G_Xq"], lam).weights
     D = np.diag(np.maximum(gamma, 0))
     np.testing.assert_allclose(W, D @ np.linalg.solve(p["G_X"] @ D + n * lam * np.eye(n), p["G_Xq"]), atol=1e-10)
-    psi = _rff(rng, p["X"], 1.2)
+    psi = _features(1.2, seed=1)
     Psi, Psi_q = psi(p["X"]), psi(p["Xq"])
     W_feat = kbr.kbr_iw_weights_features(Psi, gamma, Psi_q, lam).weights
     np.testing.assert_allclose(W_feat, kbr.kbr_iw_weights(Psi @ Psi.T, gamma, Psi @ Psi_q.T, lam).weights, atol=1e-10)
@@ -66,7 +65,7 @@ def test_original_forms_agree(rng):
         W = kbr.kbr_original_weights(G, gamma, g, lam, solver=solver)
         np.testing.assert_allclose(W, literal, rtol=1e-8, atol=1e-10)
     # operator form (2) with 1/n-normalised weighted covariances and explicit features
-    psi = _rff(rng, p["X"], 1.2, F=60)
+    psi = _features(1.2, F=60, seed=2)
     Psi, Psi_q = psi(p["X"]), psi(p["Xq"])
     C = Psi.T @ Gam @ Psi / n
     E_star = (np.linalg.solve(C @ C + lam * np.eye(60), C @ Psi_q.T))  # (C^2 + lam)^{-1} C psi(x)
@@ -201,3 +200,15 @@ def test_readouts_stay_in_the_convex_hull(rng):
                                W.T @ (np.asarray(p["kz"].cross(Z, V)) @ c), atol=1e-12)
     spread = np.asarray(kbr.posterior_spread(W, Z))
     assert spread.shape == (5, 2, 2) and np.all(np.linalg.eigvalsh(spread) >= -1e-12)
+
+
+def test_spd_solve_value_and_derivatives_match_a_dense_solve(rng):
+    from bayeskern.linalg import spd_solve
+
+    M, B = rng.standard_normal((6, 6)), rng.standard_normal((6, 2))
+    A = lambda t: M @ M.T * t + jnp.eye(6)
+    f_fast = lambda t, B: jnp.sum(jnp.sin(spd_solve(A(t), B)))
+    f_dense = lambda t, B: jnp.sum(jnp.sin(jnp.linalg.solve(A(t), B)))
+    assert float(f_fast(0.7, B)) == pytest.approx(float(f_dense(0.7, B)), rel=1e-12)
+    for argnums in (0, 1):
+        np.testing.assert_allclose(jax.grad(f_fast, argnums)(0.7, B), jax.grad(f_dense, argnums)(0.7, B), rtol=1e-9)

@@ -32,13 +32,21 @@ def test_gram_solves_refuse_float32():
     out = _run(
         """
         import numpy as np, bayeskern as bk
-        try:
-            bk.skmse(np.ones((3, 1)) * np.arange(3)[:, None], bk.RBF(1.0), 0.1)
-        except RuntimeError as e:
-            print(e)
+        from bayeskern import kbr
+        from bayeskern.bke import log_pseudolikelihood
+        X = np.arange(6.0).reshape(3, 2)
+        calls = [lambda: bk.skmse(X[:, :1], bk.RBF(1.0), 0.1),
+                 lambda: kbr.kbr_iw_weights(np.eye(3), np.ones(3), np.ones((3, 1)), 0.1),
+                 lambda: kbr.cme_weights(np.eye(3), np.ones((3, 1)), 0.1),
+                 lambda: log_pseudolikelihood(X[:2, :1], X[2:, :1], bk.RBF(1.0))]
+        for call in calls:
+            try:
+                call()
+            except RuntimeError as e:
+                print(e)
         """
     )
-    assert "bayeskern.enable_x64()" in out.stdout, out.stderr
+    assert out.stdout.count("bayeskern.enable_x64()") == 4, out.stdout + out.stderr
 
 
 def test_cholesky_adds_jitter_only_when_needed_and_reports_failure(rng):

@@ -9,6 +9,7 @@ from jax.custom_derivatives import SymbolicZero
 from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
+from .._config import require_x64
 from .._validation import as_points, check_positive, is_concrete
 from ..kernels.base import Kernel
 from ..kernels.stationary import RBF, RBFFull, se_scale_tril
@@ -27,6 +28,7 @@ def kron_loglik(Kzx, Rzz, tau2, *, method: str = "cholesky"):
     ``method="cholesky"`` (default; differentiable, jitter added only on failure,
     -inf if even that fails) or ``"eigh"`` (eigenvalues clipped at 0).
     """
+    require_x64("kron_loglik")
     mu = jnp.mean(Kzx, axis=1)
     return _kron_loglik_from_stats(mu, jnp.sum((Kzx - mu[:, None]) ** 2), Kzx.shape[1], Rzz, tau2, method)
 
@@ -230,6 +232,7 @@ def log_pseudolikelihood(
     X is streamed in chunks (memory O(chunk x m), never m x n); derivatives in the kernel
     hyperparameters come from forward mode inside that pass, so grad/hessian are cheap.
     """
+    require_x64("log_pseudolikelihood")
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
     X, Z = check_inducing_points(X, Z)

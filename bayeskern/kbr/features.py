@@ -5,10 +5,10 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
-from jax.scipy.linalg import cho_solve
 
 from .._validation import as_points, check_positive, check_same_length
 from ..kernels.base import Kernel
+from ..linalg import spd_solve
 from .weights import gram_coefficient
 
 __all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "init_mlp", "FeatureKernel",
@@ -82,9 +82,8 @@ def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operat
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
     r = jnp.ones(n, Psi.dtype) if r_hat is None else r_hat
     M = Psi.T @ (r[:, None] * Phi)
-    A = Psi.T @ (r[:, None] * Psi) + c * jnp.eye(p, dtype=Psi.dtype)
-    L = jnp.linalg.cholesky(A)  # SPD: eigenvalues >= c > 0
-    return (jnp.sum(r[:, None] * Phi**2) - jnp.sum(M * cho_solve((L, True), M))) / n
+    A = Psi.T @ (r[:, None] * Psi) + c * jnp.eye(p, dtype=Psi.dtype)  # SPD: eigenvalues >= c > 0
+    return (jnp.sum(r[:, None] * Phi**2) - jnp.sum(M * spd_solve(A, M))) / n
 
 
 def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 100, steps: int = 100,

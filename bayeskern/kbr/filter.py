@@ -1,5 +1,6 @@
 """The kernel Bayes filter (Algorithm 2, spec kbr.md §6) and its hyperparameter protocol (§6.4)."""
 
+import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
@@ -12,9 +13,9 @@ from .._validation import as_points, check_positive, check_same_length, is_concr
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
-from ..linalg import jittered_cholesky
+from ..linalg import jittered_cholesky, spd_solve
 from .loo import select_eta_loo, successor_priors
-from .weights import _spd_solve, gram_factor, kbr_iw_weights, kbr_original_weights
+from .weights import gram_factor, kbr_iw_weights, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "ETA_GRID", "LAMBDA_GRIDS", "filter_mse"]
 
@@ -134,8 +135,8 @@ def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime):
     T = Z.shape[0]
     G_X, G_Z = kernel_x._cross(X, X), RBF(sigma_z)._cross(Z, Z)
     eye = jnp.eye(T, dtype=G_Z.dtype)
-    K_eta = T * _spd_solve(G_Z + T * eta * eye, G_Z)
-    rows = _spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
+    K_eta = T * spd_solve(G_Z + T * eta * eye, G_Z)
+    rows = spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
     return G_X, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
 
 
@@ -187,8 +188,10 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     scores = {}
     for c in c_grid:
         eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
-        for lam in lam_grid:
-            kbf = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, lam, eta, method=method)
+        base = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, lam_grid[0], eta, method=method)
+        for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
+            check_positive(lam, "lam")
+            kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
             scores[(float(c), float(lam))] = (filter_mse(kbf.filter(X_val), Z_val), eta)
     (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
     med_x, med_z = median_heuristic(X), median_heuristic(Z)

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._config import require_x64
 from .._validation import check_positive
 
 __all__ = ["kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "successor_priors", "select_eta_loo"]
@@ -23,6 +24,7 @@ def kulsif_loo_score(G_Z, K_ZU, K_UU, alpha, eta):
     G_Z: (n, n); K_ZU: (n, m); K_UU: (m, m); alpha: (m,). Pairs i = 1..min(n, m) in the given order
     (shuffle the atoms first). Smaller is better: J(r) = E_P[r^2] / 2 - E_pi[r] on the held-out pair.
     """
+    require_x64("kulsif_loo_score")
     n, m = K_ZU.shape
     L = min(n, m)
     c = (n - 1) * eta
@@ -54,6 +56,7 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
     eig_G: (s, V) from ``jnp.linalg.eigh(G_Z)``; alphas: (n,) or (S, n) prior weights on the atoms.
     Returns the score per prior: () or (S,). O(n^2) per prior and eta.
     """
+    require_x64("kulsif_loo_score_atoms_are_data")
     s, V = eig_G
     n = V.shape[0]
     c = (n - 1) * eta

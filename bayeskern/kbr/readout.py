@@ -5,6 +5,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..kernels.blockwise import kernel_matvec
+from ..kernels.stationary import RBF
+
 __all__ = ["posterior_mean", "normalized_posterior_mean", "posterior_expectation", "posterior_spread", "decode_mode"]
 
 
@@ -52,20 +55,19 @@ def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
     positive weights all vanish fall back to the posterior mean sum_i w_i z_i.
     """
     W, Z = jnp.asarray(W), jnp.asarray(Z)
-    G = jnp.exp(-0.5 * jnp.sum((Z[:, None, :] - Z[None, :, :]) ** 2, -1) / sigma_z**2)
+    kernel = RBF(sigma_z)
+    V = jnp.maximum(W, 0.0)
+    starts = jnp.argmax(kernel_matvec(kernel, Z, Z, V), axis=0)  # best atom per column, no n x n matrix
 
-    def one(w):
-        v = jnp.maximum(w, 0.0)
-        start = Z[jnp.argmax(v @ G)]
-
+    def one(w, v, start):
         def step(state):
             z, _, it = state
-            k = v * jnp.exp(-0.5 * jnp.sum((Z - z) ** 2, -1) / sigma_z**2)
+            k = v * kernel._cross(Z, z[None])[:, 0]
             total = jnp.sum(k)
             new = jnp.where(total > 0, k @ Z / jnp.where(total > 0, total, 1.0), z)
             return new, jnp.linalg.norm(new - z), it + 1
 
-        z, _, _ = jax.lax.while_loop(lambda s: (s[1] >= tol) & (s[2] < max_iter), step, (start, jnp.inf, 0))
+        z, _, _ = jax.lax.while_loop(lambda s: (s[1] >= tol) & (s[2] < max_iter), step, (Z[start], jnp.inf, 0))
         return jnp.where(jnp.sum(v) > 0, z, w @ Z)
 
-    return jax.vmap(one, in_axes=1)(W)
+    return jax.vmap(one, in_axes=(1, 1, 0))(W, V, starts)

@@ -11,10 +11,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.linalg import cho_solve
 
+from .._config import require_x64
 from .._validation import check_positive
-from ..linalg import jittered_cholesky
+from ..linalg import spd_solve
 
 __all__ = ["Prior", "KBRWeights", "gram_coefficient", "kulsif_gamma", "kulsif_ratio", "cme_weights",
            "gram_factor", "kbr_original_weights", "kbr_iw_weights", "kbr_iw_weights_features"]
@@ -44,22 +44,15 @@ class KBRWeights(NamedTuple):
 
 
 def gram_coefficient(value, n: int, power: int, reg_scale: str, name: str):
-    """The coefficient of I in the Gram system: n^power * value (operator scale) or value itself (gram)."""
+    """The coefficient of I in the Gram system: n^power * value (operator scale) or value itself (gram).
+
+    Every KBR solve goes through here, which also refuses to run with float64 disabled.
+    """
+    require_x64("kernel Bayes' rule")
     if reg_scale not in _REG_SCALES:
         raise ValueError(f"reg_scale must be one of {_REG_SCALES}, got {reg_scale!r}")
     check_positive(value, name)
     return value * n**power if reg_scale == "operator" else value
-
-
-@jax.jit
-def _spd_solve(A, B):
-    """Solve A X = B for SPD A by a (jittered) Cholesky factor, compiled once per shape.
-
-    Differentiated as a linear solve (``lax.custom_linear_solve``): the adjoint reuses the factor, so a
-    gradient costs O(n^2) more per solve instead of the O(n^3) of differentiating the factorisation.
-    """
-    L = jax.lax.stop_gradient(jittered_cholesky(A)[0])
-    return jax.lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: cho_solve((L, True), R), symmetric=True)
 
 
 def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
@@ -70,7 +63,7 @@ def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
     """
     n = G_Z.shape[0]
     c = gram_coefficient(eta, n, 1, reg_scale, "eta")
-    return n * _spd_solve(G_Z + c * jnp.eye(n, dtype=G_Z.dtype), g_prior)
+    return n * spd_solve(G_Z + c * jnp.eye(n, dtype=G_Z.dtype), g_prior)
 
 
 def kulsif_ratio(K_zZ, K_zU, alpha, gamma, eta, *, reg_scale: str = "operator"):
@@ -91,7 +84,7 @@ def cme_weights(G_X, G_Xq, lam, *, reg_scale: str = "operator"):
     """
     n = G_X.shape[0]
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
-    return _spd_solve(G_X + c * jnp.eye(n, dtype=G_X.dtype), G_Xq)
+    return spd_solve(G_X + c * jnp.eye(n, dtype=G_X.dtype), G_Xq)
 
 
 def gram_factor(G, *, rtol: float = 1e-12):
@@ -125,7 +118,7 @@ def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", 
         mu, V = jnp.linalg.eigh(0.5 * (C + C.T))
         y = V @ ((V.T @ rhs) / (mu**2 + c)[:, None])
     elif solver == "cholesky":
-        y = _spd_solve(C @ C + c * jnp.eye(C.shape[0], dtype=C.dtype), rhs)
+        y = spd_solve(C @ C + c * jnp.eye(C.shape[0], dtype=C.dtype), rhs)
     else:
         raise ValueError(f"solver must be 'eigh' or 'cholesky', got {solver!r}")
     return Lg @ y
@@ -177,7 +170,7 @@ def kbr_iw_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", zero_w
     r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
     s = _safe_sqrt(r)
     S = s[:, None] * G_X * s[None, :] + c * jnp.eye(n, dtype=G_X.dtype)  # SPD with eigenvalues >= c > 0
-    W = s[:, None] * _spd_solve(S, s[:, None] * G_Xq)
+    W = s[:, None] * spd_solve(S, s[:, None] * G_Xq)
     return KBRWeights(_finish(W, degenerate, prior_weights, zero_weight_policy), degenerate)
 
 
@@ -192,5 +185,5 @@ def kbr_iw_weights_features(Psi, gamma, Psi_q, lam, *, reg_scale: str = "operato
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
     r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
     DPsi = r[:, None] * Psi
-    W = DPsi @ _spd_solve(Psi.T @ DPsi + c * jnp.eye(p, dtype=Psi.dtype), Psi_q.T)
+    W = DPsi @ spd_solve(Psi.T @ DPsi + c * jnp.eye(p, dtype=Psi.dtype), Psi_q.T)
     return KBRWeights(_finish(W, degenerate, prior_weights, zero_weight_policy), degenerate)
