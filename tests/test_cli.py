@@ -8,10 +8,10 @@ from bayeskern.cli import main
 
 
 def test_demo_runs_bkl_mmd_and_witness_posterior(tmp_path, capsys):
-    argv = ["demo", "--n", "150", "--permutations", "99", "--chains", "2", "--warmup", "150", "--samples", "150"]
+    argv = ["demo", "--n", "100", "--permutations", "49", "--chains", "2", "--warmup", "100", "--samples", "100"]
     assert main(argv + ["--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["n_x"] == summary["n_y"] == 150 and summary["n_permutations"] == 99
+    assert summary["n_x"] == summary["n_y"] == 100 and summary["n_permutations"] == 49
     assert 0 < summary["p_value"] <= 1 and summary["lengthscale"] > 0
     assert summary["lengthscale_rule"].startswith("BKL") and "m = 10" in summary["lengthscale_rule"]
     assert summary["lengthscale"] < summary["median_heuristic_lengthscale"]

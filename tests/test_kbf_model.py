@@ -52,8 +52,8 @@ def test_predictive_filtering_vmaps_like_a_loop_and_runs_from_nuts(small):
     seq, split = small
     tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
     init = kbf_init_values(tuned, 2)
-    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=20, num_samples=10,
-                   init_values=init, max_tree_depth=4, progress_bar=False, min_ess=1, rhat_max=np.inf)
+    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=12, num_samples=10,
+                   init_values=init, max_tree_depth=3, progress_bar=False, min_ess=1, rhat_max=np.inf)
     draws = run.draws()
     assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
     pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)

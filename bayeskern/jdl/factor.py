@@ -91,13 +91,14 @@ class RotatedBasis(NamedTuple):
     """The double-orthogonal basis psi(u) = R^T k(x_p, u) of spec §5 (eigenvalues descending).
 
     R: (m, m) = B_tilde V; A: (n, m) = L V, the basis at the training points; eigenvalues: (m,) Lambda with
-    A^T A = Lambda and Q^T K Q = I (Q = P R); points: (m, d) the pivot points x_p.
+    A^T A = Lambda and Q^T K Q = I (Q = P R); points: (m, d) the pivot points x_p; pivots: (m,) their indices.
     """
 
     R: jax.Array
     A: jax.Array
     eigenvalues: jax.Array
     points: jax.Array
+    pivots: jax.Array
 
     def evaluate(self, kernel: Kernel, U):
         """psi(u) for points U (q, d): (q, m), from the m pivot points only."""
@@ -111,4 +112,7 @@ def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     lam, V = lam[::-1], V[:, ::-1]
     V = V * np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])])
     V = jnp.asarray(V)
-    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), jnp.asarray(X)[np.asarray(factor.pivots)])
+    pivots = np.asarray(factor.pivots)
+    X = jnp.asarray(X)
+    X = X[:, None] if X.ndim == 1 else X
+    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), jnp.asarray(X)[pivots], jnp.asarray(pivots))

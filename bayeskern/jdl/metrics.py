@@ -1,0 +1,34 @@
+"""Evaluation metrics of spec jdl.md §13.2 and §13.5."""
+
+import numpy as np
+
+__all__ = ["relative_moment_loss", "clipped_log_loss", "non_psd_share", "negative_weight_share"]
+
+
+def relative_moment_loss(exact, estimate) -> float:
+    """Loss (31): mean over points of ||E - E_hat||_F^2 / ||E||_F^2 for (q, ...) arrays of conditional moments."""
+    exact, estimate = np.asarray(exact), np.asarray(estimate)
+    if exact.shape != estimate.shape:
+        raise ValueError(f"exact and estimate shapes differ: {exact.shape} vs {estimate.shape}")
+    axes = tuple(range(1, exact.ndim))
+    return float(np.mean(np.sum((exact - estimate) ** 2, axis=axes) / np.sum(exact**2, axis=axes)))
+
+
+def clipped_log_loss(labels, p, eta: float = 1e-12) -> float:
+    """Loss (32), with the asymmetric clip exactly as written: -mean[I log min(1, max(p, eta))
+    + (1 - I) log max(eta, min(1 - p, 1))]."""
+    labels, p = np.asarray(labels, np.float64), np.asarray(p, np.float64)
+    return float(-np.mean(labels * np.log(np.minimum(1.0, np.maximum(p, eta)))
+                          + (1 - labels) * np.log(np.maximum(eta, np.minimum(1.0 - p, 1.0)))))
+
+
+def non_psd_share(M, tau: float = 1e-10) -> float:
+    """Share of (q, d, d) matrices with lambda_min(sym M) < -tau max|lambda(sym M)| (non-PSD beyond round-off)."""
+    M = np.asarray(M)
+    lam = np.linalg.eigvalsh(0.5 * (M + np.swapaxes(M, -1, -2)))
+    return float(np.mean(lam[:, 0] < -tau * np.abs(lam).max(axis=1)))
+
+
+def negative_weight_share(weights) -> float:
+    """Share of query points (rows of a (q, n) weight matrix) with at least one negative weight."""
+    return float(np.mean(np.asarray(weights).min(axis=1) < 0))
