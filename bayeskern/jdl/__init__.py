@@ -8,9 +8,11 @@ low-rank CME (:func:`fit_cme`) and kernel logistic regression (:func:`fit_klr`) 
 from .cme import LowRankCME, fit_cme, simplex_qp
 from .factor import PivotedCholesky, RotatedBasis, pivoted_cholesky, rotate
 from .fit import CONSTRAINTS, JDLBases, fit_jdl, jdl_bases
+from .jpdl import PolynomialBasis, fit_jpdl, monomial_exponents, polynomial_basis, sos_certificate
 from .klr import LowRankKLR, fit_klr
 from .model import ConditionalExpectation, JointDistributionModel, load_model
 from .positivity import grid_row_minima, solve_grid_positive
+from .sharding import row_mesh, shard_rows
 from .problem import JDLProblem, box_bounds, jdl_problem, kernel_bounds, objective
 from .solvers import JDLSolution, positivity_margin, solve_normalised, solve_positive, solve_unconstrained
 
@@ -23,4 +25,6 @@ __all__ = [
     "ConditionalExpectation", "JointDistributionModel", "load_model",
     "LowRankCME", "fit_cme", "simplex_qp",
     "LowRankKLR", "fit_klr",
+    "PolynomialBasis", "polynomial_basis", "monomial_exponents", "fit_jpdl", "sos_certificate",
+    "row_mesh", "shard_rows",
 ]

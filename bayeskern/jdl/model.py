@@ -145,7 +145,7 @@ class JointDistributionModel:
         arrays = {f"basis_x_{k}": np.asarray(v) for k, v in self.basis_x._asdict().items()}
         arrays |= {f"basis_y_{k}": np.asarray(v) for k, v in self.basis_y._asdict().items()}
         meta = {"lam": float(self.lam), "constraint": self.constraint, "kernel_x": _kernel_state(self.kernel_x),
-                "kernel_y": _kernel_state(self.kernel_y), "format": 1}
+                "kernel_y": _kernel_state(self.kernel_y), "basis": type(self.basis_x).__name__, "format": 1}
         np.savez(path, X=np.asarray(self.X), Y=np.asarray(self.Y), H=np.asarray(self.H), meta=json.dumps(meta),
                  **arrays)
 
@@ -162,15 +162,19 @@ def _min_grid(B, A_y, block_size):
     return 1.0 + best
 
 
-def _kernel_state(kernel: Kernel) -> dict:
+def _kernel_state(kernel: Kernel | None) -> dict | None:
     """A JSON description of a kernel pytree: class path, static settings, leaves (arrays or sub-kernels)."""
+    if kernel is None:  # polynomial JPDL: the basis defines the kernel
+        return None
     leaves, static = kernel._tree_flatten()
     cls = type(kernel)
     return {"class": f"{cls.__module__}:{cls.__qualname__}", "static": list(static),
             "leaves": [_kernel_state(v) if isinstance(v, Kernel) else np.asarray(v).tolist() for v in leaves]}
 
 
-def _kernel_from_state(state: dict) -> Kernel:
+def _kernel_from_state(state: dict | None) -> Kernel | None:
+    if state is None:
+        return None
     module, name = state["class"].split(":")
     cls = getattr(importlib.import_module(module), name)
     leaves = [_kernel_from_state(v) if isinstance(v, dict) else jnp.asarray(v) for v in state["leaves"]]
@@ -186,8 +190,11 @@ def load_model(path) -> JointDistributionModel:
     """Read a model written by :meth:`JointDistributionModel.save`."""
     with np.load(path) as data:
         meta = json.loads(str(data["meta"]))
-        basis = {side: RotatedBasis(*(jnp.asarray(data[f"basis_{side}_{k}"]) for k in RotatedBasis._fields))
-                 for side in ("x", "y")}
+        from .jpdl import PolynomialBasis
+
+        kind = {"RotatedBasis": RotatedBasis, "PolynomialBasis": PolynomialBasis}[meta["basis"]]
+        basis = {side: kind(*(data[f"basis_{side}_{k}"] if k == "exponents" else jnp.asarray(data[f"basis_{side}_{k}"])
+                              for k in kind._fields)) for side in ("x", "y")}
         return JointDistributionModel(jnp.asarray(data["X"]), jnp.asarray(data["Y"]),
                                       _kernel_from_state(meta["kernel_x"]), _kernel_from_state(meta["kernel_y"]),
                                       basis["x"], basis["y"], jnp.asarray(data["H"]), meta["lam"], meta["constraint"])

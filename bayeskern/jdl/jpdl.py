@@ -1,0 +1,154 @@
+"""Polynomial JPDL (spec jdl.md §9): JDL on orthonormal polynomial bases, with sum-of-squares positivity.
+
+The kernel k_q(x, x') = tau_q(x) G^{-1} tau_q(x')^T (G the empirical Gram matrix of the monomials) has the
+factor L = V G^{-1/2} exactly (eps = 0, Lambda = n I), so the JDL problem has W = 1 + lam. Pointwise positivity
+1 + h = tau_q(z) A tau_q(z)^T with A >= 0 in the monomials of z = (x, y) is a semidefinite program, solved with
+the Clarabel conic solver (optional dependency: ``pip install bayeskern[jpdl]``).
+"""
+
+import itertools
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from .._validation import as_points, check_same_length
+from .model import JointDistributionModel
+from .problem import jdl_problem
+from .solvers import JDLSolution, _normalisation_residual, solve_normalised, solve_unconstrained
+
+__all__ = ["monomial_exponents", "PolynomialBasis", "polynomial_basis", "fit_jpdl", "sos_certificate"]
+
+
+def monomial_exponents(dim: int, degree: int) -> np.ndarray:
+    """Exponents of all monomials of total degree <= degree in dim variables, graded lexicographic order
+    (constant first; within a degree the first variable's exponent descends): (m, dim), m = C(dim + degree, dim)."""
+    rows = []
+    for total in range(degree + 1):
+        rows += sorted((e for e in itertools.product(range(total + 1), repeat=dim) if sum(e) == total), reverse=True)
+    return np.array(rows, dtype=int).reshape(-1, dim)
+
+
+def _vandermonde(X, exponents):
+    return jnp.prod(jnp.asarray(X)[:, None, :] ** jnp.asarray(exponents)[None], axis=-1)
+
+
+class PolynomialBasis(NamedTuple):
+    """psi(u) = tau_q(u) W, orthonormal in L^2 of the sample: A = V W (n, m) with A^T A = n I."""
+
+    A: jnp.ndarray
+    eigenvalues: jnp.ndarray
+    W: jnp.ndarray
+    exponents: np.ndarray
+
+    def evaluate(self, kernel, U):
+        """psi at points U (q, d): (q, m). ``kernel`` is unused (the basis defines its kernel)."""
+        return _vandermonde(as_points(U, "U"), self.exponents) @ self.W
+
+
+def polynomial_basis(X, degree: int) -> PolynomialBasis:
+    """The orthonormalised monomial basis of degree <= ``degree`` on the sample X (n, d); W = G^{-1/2} symmetric."""
+    X = as_points(X, "X")
+    exponents = monomial_exponents(X.shape[1], degree)
+    m = exponents.shape[0]
+    if X.shape[0] < m:
+        raise ValueError(f"degree {degree} in {X.shape[1]} dimensions needs at least {m} points, got {X.shape[0]}")
+    V = np.asarray(_vandermonde(X, exponents))
+    lam, U = np.linalg.eigh(V.T @ V / X.shape[0])
+    if lam[0] <= 1e-12 * lam[-1]:
+        raise ValueError("the monomial Gram matrix is singular: the points lie on an algebraic variety of this degree")
+    W = (U / np.sqrt(lam)) @ U.T
+    n = X.shape[0]
+    return PolynomialBasis(jnp.asarray(V @ W), jnp.full(m, float(n)), jnp.asarray(W), exponents)
+
+
+def fit_jpdl(X, Y, degree: int, lam: float, *, constraint: str = "unconstrained", return_solution: bool = False):
+    """Polynomial JPDL: constraint "unconstrained" (H = Gamma / (1 + lam)), "normalised", or "sos" (normalisation
+    plus 1 + h = SOS, i.e. positive everywhere, through Clarabel)."""
+    if constraint not in ("unconstrained", "normalised", "sos"):
+        raise ValueError(f"constraint must be 'unconstrained', 'normalised' or 'sos', got {constraint!r}")
+    X, Y = as_points(X, "X"), as_points(Y, "Y")
+    check_same_length(X, Y, "X and Y")
+    bx, by = polynomial_basis(X, degree), polynomial_basis(Y, degree)
+    problem = jdl_problem(bx, by, lam)
+    if constraint == "unconstrained":
+        solution = solve_unconstrained(problem)
+    elif constraint == "normalised":
+        solution = solve_normalised(problem)
+    else:
+        solution = _solve_sos(problem, bx, by, degree)
+    model = JointDistributionModel(X, Y, None, None, bx, by, jnp.asarray(solution.H), float(lam), f"jpdl-{constraint}")
+    return (model, solution) if return_solution else model
+
+
+def _sos_layout(bx, by, degree):
+    """Exponent bookkeeping of the SOS program: the joint monomials tau_q(z), z = (x, y), and their pair sums."""
+    d_x, d_y = bx.exponents.shape[1], by.exponents.shape[1]
+    joint = monomial_exponents(d_x + d_y, degree)
+    targets = {tuple(e): k for k, e in enumerate(monomial_exponents(d_x + d_y, 2 * degree))}
+    index_x = {tuple(e): k for k, e in enumerate(bx.exponents)}
+    index_y = {tuple(e): k for k, e in enumerate(by.exponents)}
+    return joint, targets, index_x, index_y, d_x
+
+
+def _solve_sos(problem, bx, by, degree) -> JDLSolution:
+    try:
+        import clarabel
+        from scipy import sparse
+    except ImportError as err:  # pragma: no cover - exercised only without the optional dependency
+        raise ImportError("constraint='sos' needs the Clarabel conic solver: pip install bayeskern[jpdl]") from err
+    joint, targets, index_x, index_y, d_x = _sos_layout(bx, by, degree)
+    m_y, m_x = problem.W.shape
+    N_h, N_z = m_y * m_x, joint.shape[0]
+    tri = [(r, c) for c in range(N_z) for r in range(c + 1)]  # Clarabel's packed upper triangle, by columns
+    N_a = len(tri)
+    W_x, W_y = np.asarray(bx.W), np.asarray(by.W)
+    rows = np.zeros((len(targets), N_h + N_a))
+    rhs = np.zeros(len(targets))
+    for k, (r, c) in enumerate(tri):  # sum over ordered pairs mu + nu = gamma; off-diagonals count twice
+        rows[targets[tuple(joint[r] + joint[c])], N_h + k] = 1.0 if r == c else np.sqrt(2.0)
+    for gamma, t in targets.items():
+        gx, gy = gamma[:d_x], gamma[d_x:]
+        if gx in index_x and gy in index_y:  # coefficient of y^gy x^gx in h: (W_Y H W_X^T)[gy, gx]
+            rows[t, :N_h] = -np.outer(W_y[index_y[gy]], W_x[index_x[gx]]).ravel()
+        rhs[t] = 1.0 if not any(gamma) else 0.0
+    S = np.asarray(problem.S).ravel()
+    normalisation = np.r_[S, np.zeros(N_a)][None]
+    psd = np.hstack([np.zeros((N_a, N_h)), -np.eye(N_a)])
+    A = sparse.csc_matrix(np.vstack([rows, normalisation, psd]))
+    b = np.r_[rhs, 0.0, np.zeros(N_a)]
+    P = sparse.diags(np.r_[2.0 * np.asarray(problem.W).ravel(), np.zeros(N_a)]).tocsc()
+    q = np.r_[-2.0 * np.asarray(problem.Gamma).ravel(), np.zeros(N_a)]
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    settings.tol_gap_abs = settings.tol_gap_rel = settings.tol_feas = 1e-10
+    result = clarabel.DefaultSolver(P, q, A, b, [clarabel.ZeroConeT(len(targets) + 1), clarabel.PSDTriangleConeT(N_z)],
+                                    settings).solve()
+    if str(result.status) not in ("Solved", "AlmostSolved"):
+        raise RuntimeError(f"JPDL SOS program: Clarabel returned {result.status}")
+    x = np.asarray(result.x)
+    H = x[:N_h].reshape(m_y, m_x)
+    gram = np.zeros((N_z, N_z))
+    for k, (r, c) in enumerate(tri):
+        gram[r, c] = gram[c, r] = x[N_h + k] / (1.0 if r == c else np.sqrt(2.0))
+    certificate = sos_certificate(H, gram, bx, by, degree)
+    if certificate["max_residual"] > 1e-7 or certificate["min_eigenvalue"] < -1e-7:
+        raise RuntimeError(f"JPDL SOS program: the solution fails its certificate {certificate}")
+    return JDLSolution(H, float("nan"), float("nan"), _normalisation_residual(np.asarray(problem.S), H),
+                       certificate["min_eigenvalue"], int(result.iterations))
+
+
+def sos_certificate(H, gram, bx: PolynomialBasis, by: PolynomialBasis, degree: int) -> dict:
+    """Checks of 1 + h = tau_q(z) A tau_q(z)^T: min eigenvalue of A and the largest coefficient residual."""
+    joint, targets, index_x, index_y, d_x = _sos_layout(bx, by, degree)
+    M = np.asarray(by.W) @ np.asarray(H) @ np.asarray(bx.W).T
+    residual = np.zeros(len(targets))
+    for r in range(joint.shape[0]):
+        for c in range(joint.shape[0]):
+            residual[targets[tuple(joint[r] + joint[c])]] += gram[r, c]
+    for gamma, t in targets.items():
+        gx, gy = gamma[:d_x], gamma[d_x:]
+        if gx in index_x and gy in index_y:
+            residual[t] -= M[index_y[gy], index_x[gx]]
+        residual[t] -= 1.0 if not any(gamma) else 0.0
+    return {"min_eigenvalue": float(np.linalg.eigvalsh(gram)[0]), "max_residual": float(np.abs(residual).max())}
