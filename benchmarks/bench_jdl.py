@@ -16,7 +16,6 @@ if "--devices" in sys.argv:  # must precede the first import of jax
     os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={sys.argv[sys.argv.index('--devices') + 1]}"
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 
 import bayeskern as bk  # noqa: E402
 from bayeskern.jdl import fit_cme, fit_jdl, jdl_bases  # noqa: E402
