@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent("""
     A = sharded.basis_x.A
     assert not A.sharding.is_fully_replicated and len(A.sharding.device_set) == 2  # rows live on both devices
     assert np.array_equal(np.asarray(plain.basis_x.pivots), np.asarray(sharded.basis_x.pivots))
-    assert np.abs(np.asarray(plain.basis_y.A) - np.asarray(A := sharded.basis_y.A)).max() < 1e-10
+    assert np.abs(np.asarray(plain.basis_y.A) - np.asarray(sharded.basis_y.A)).max() < 1e-10
     H = [np.asarray(fit_jdl(None, None, None, None, 1e-5, bases=b).H) for b in (plain, sharded)]
     assert np.abs(H[0] - H[1]).max() < 1e-10 * np.abs(H[0]).max()
     try:

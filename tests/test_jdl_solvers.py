@@ -96,7 +96,8 @@ def test_box_bounds_are_extremes_of_endpoint_products_and_lemma_4_3(rng):
     np.testing.assert_allclose(hi, products.max(axis=(0, 1)), atol=1e-15)
     # Lemma 4.3: a random H scaled onto g(H) = 0 gives 1 + h >= 0 on the grid and at any point of the data boxes
     H = rng.standard_normal(lo.shape)
-    H = H / (1.0 - positivity_margin(H, lo, hi)) * 1.0  # g(tH) = 1 + t (g(H) - 1): t = 1 / (1 - g(H))
+    assert positivity_margin(H, lo, hi) < 0  # infeasible before scaling
+    H = H / (1.0 - positivity_margin(H, lo, hi))  # g(tH) = 1 + t (g(H) - 1): t = 1 / (1 - g(H))
     assert positivity_margin(H, lo, hi) == pytest.approx(0.0, abs=1e-12)
     assert (1 + A_y @ H @ A_x.T).min() >= -1e-12
     box = lambda A, size: rng.uniform(A.min(0), A.max(0), (size, A.shape[1]))  # noqa: E731

@@ -21,7 +21,6 @@ class LowRankCME:
     F: (m_Y, m_X) coefficients; constraint: "unconstrained" or "normalised_positive" ((51) + (52)).
     """
 
-    Y: jax.Array
     kernel_x: Kernel
     kernel_y: Kernel
     basis_x: RotatedBasis
@@ -51,7 +50,8 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
             tol: float = 1e-3, max_rank: int | None = None, bases: JDLBases | None = None) -> LowRankCME:
     """Low-rank CME, closed form F_kl = G_kl / (Lambda_X,l + n lam) (46); constraint="normalised_positive" adds
     the unconditional normalisation 1^T R_Y F b = n (51) and positivity R_Y F b >= 0 (52), solved exactly
-    through the simplex QP of spec §10.3 in the K_Y[p, p] metric (always feasible)."""
+    through the simplex QP of spec §10.3 in the K_Y[p, p] metric (always feasible). ``bases`` reuses a
+    :func:`jdl_bases` factorisation (X, Y, kernels, tol are then ignored)."""
     if constraint not in ("unconstrained", "normalised_positive"):
         raise ValueError(f"constraint must be 'unconstrained' or 'normalised_positive', got {constraint!r}")
     if not float(lam) > 0:
@@ -66,12 +66,12 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     if constraint == "normalised_positive":
         b = np.asarray(bx.A.sum(axis=0))
         R_y = np.asarray(by.R)
-        K_p = np.asarray(kernel_y.gram(by.points))
+        K_p = np.asarray(bases.kernel_y.gram(by.points))
         u0 = F @ b
         v = simplex_qp(K_p, R_y @ u0, float(n))
         u = R_y.T @ (K_p @ v)  # R_Y^{-1} = R_Y^T K_Y[p, p]
         F = F + np.outer(u - u0, b / w) / np.sum(b**2 / w)
-    return LowRankCME(bases.Y, bases.kernel_x, bases.kernel_y, bx, by, jnp.asarray(F), float(lam), constraint)
+    return LowRankCME(bases.kernel_x, bases.kernel_y, bx, by, jnp.asarray(F), float(lam), constraint)
 
 
 def simplex_qp(K, v0, total: float, tol: float = 1e-12):

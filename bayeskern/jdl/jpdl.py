@@ -103,19 +103,25 @@ def _solve_sos(problem, bx, by, degree) -> JDLSolution:
     tri = [(r, c) for c in range(N_z) for r in range(c + 1)]  # Clarabel's packed upper triangle, by columns
     N_a = len(tri)
     W_x, W_y = np.asarray(bx.W), np.asarray(by.W)
-    rows = np.zeros((len(targets), N_h + N_a))
+    # coefficient matching, one row per exponent gamma: sum over ordered pairs mu + nu = gamma of A_{mu nu}
+    # (off-diagonal svec entries carry sqrt 2) minus the coefficient (W_Y H W_X^T)[gamma_Y, gamma_X] of h
+    r_idx, c_idx, vals = [], [], []
+    for k, (r, c) in enumerate(tri):
+        r_idx.append(targets[tuple(joint[r] + joint[c])])
+        c_idx.append(N_h + k)
+        vals.append(1.0 if r == c else np.sqrt(2.0))
     rhs = np.zeros(len(targets))
-    for k, (r, c) in enumerate(tri):  # sum over ordered pairs mu + nu = gamma; off-diagonals count twice
-        rows[targets[tuple(joint[r] + joint[c])], N_h + k] = 1.0 if r == c else np.sqrt(2.0)
     for gamma, t in targets.items():
         gx, gy = gamma[:d_x], gamma[d_x:]
-        if gx in index_x and gy in index_y:  # coefficient of y^gy x^gx in h: (W_Y H W_X^T)[gy, gx]
-            rows[t, :N_h] = -np.outer(W_y[index_y[gy]], W_x[index_x[gx]]).ravel()
+        if gx in index_x and gy in index_y:
+            r_idx += [t] * N_h
+            c_idx += range(N_h)
+            vals += list(-np.outer(W_y[index_y[gy]], W_x[index_x[gx]]).ravel())
         rhs[t] = 1.0 if not any(gamma) else 0.0
-    S = np.asarray(problem.S).ravel()
-    normalisation = np.r_[S, np.zeros(N_a)][None]
-    psd = np.hstack([np.zeros((N_a, N_h)), -np.eye(N_a)])
-    A = sparse.csc_matrix(np.vstack([rows, normalisation, psd]))
+    matching = sparse.coo_matrix((vals, (r_idx, c_idx)), shape=(len(targets), N_h + N_a))
+    normalisation = sparse.coo_matrix(np.r_[np.asarray(problem.S).ravel(), np.zeros(N_a)][None])
+    psd = sparse.hstack([sparse.csc_matrix((N_a, N_h)), -sparse.identity(N_a)])  # s = svec(A) in the PSD cone
+    A = sparse.vstack([matching, normalisation, psd]).tocsc()
     b = np.r_[rhs, 0.0, np.zeros(N_a)]
     P = sparse.diags(np.r_[2.0 * np.asarray(problem.W).ravel(), np.zeros(N_a)]).tocsc()
     q = np.r_[-2.0 * np.asarray(problem.Gamma).ravel(), np.zeros(N_a)]

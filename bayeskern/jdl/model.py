@@ -11,6 +11,7 @@ import numpy as np
 
 from ..kernels.base import Kernel
 from .factor import RotatedBasis
+from .positivity import grid_row_minima
 
 __all__ = ["ConditionalExpectation", "JointDistributionModel", "load_model", "zero_denominator_threshold"]
 
@@ -90,12 +91,12 @@ class JointDistributionModel:
         f: a function of the training outcomes Y (n, d_Y) -> (n, ...) or its values (n, ...) on them; default
         the identity (the conditional mean of Y). The result has shape (q, ...).
         """
-        F = self._values(Y_identity if f is None else f, self.Y, "f")
+        F = self._values(_identity if f is None else f, self.Y, "f")
         return self._expect(self.features_x(Xq), F, self.basis_y.A, self.H)
 
     def conditional_expectation_given_y(self, Yq, g=None) -> ConditionalExpectation:
         """E_Q[g(X) | Y = y] for query points Yq (q, d_Y) (spec §8.2): the roles of X and Y swapped."""
-        G = self._values(Y_identity if g is None else g, self.X, "g")
+        G = self._values(_identity if g is None else g, self.X, "g")
         return self._expect(self.features_y(Yq), G, self.basis_x.A, self.H.T)
 
     def _expect(self, Psi, F, A_out, H):
@@ -136,8 +137,7 @@ class JointDistributionModel:
 
     def min_grid_weight(self, block_size: int = 1024):
         """min over the training grid of 1 + h(x_i, y_j), in row blocks: O(n^2 m_Y) time, O(n block) memory."""
-        B = self.basis_x.A @ self.H.T  # (n, m_Y): u_i = H psi_X(x_i)
-        return _min_grid(B, self.basis_y.A, block_size)
+        return float(grid_row_minima(self.H, self.basis_x, self.basis_y, block_size)[0].min())
 
     # --- persistence -------------------------------------------------------------
     def save(self, path) -> None:
@@ -150,16 +150,9 @@ class JointDistributionModel:
                  **arrays)
 
 
-def Y_identity(Y):
-    """The identity test function f(y) = y."""
-    return Y
-
-
-def _min_grid(B, A_y, block_size):
-    best = jnp.inf
-    for start in range(0, B.shape[0], block_size):
-        best = jnp.minimum(best, jnp.min(B[start:start + block_size] @ A_y.T))
-    return 1.0 + best
+def _identity(V):
+    """The default test function f(v) = v."""
+    return V
 
 
 def _kernel_state(kernel: Kernel | None) -> dict | None:

@@ -131,11 +131,8 @@ def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -
         step = max(1.0, abs(mu0)) * 1e-3 + np.max(np.abs(Gamma)) / np.max(np.abs(S))
         return _decreasing_root(phi, mu0, step=step)[0]
 
-    def solution(nu, mu):
-        return _threshold(Gamma - mu * S, W, C_lo, C_hi, nu)
-
     mu0 = inner(0.0)
-    H0 = solution(0.0, mu0)[0]
+    H0 = _threshold(Gamma - mu0 * S, W, C_lo, C_hi, 0.0)[0]
     if positivity_margin(H0, C_lo, C_hi) >= 0:
         return JDLSolution(H0, mu0, 0.0, _normalisation_residual(S_data, H0), positivity_margin(H0, C_lo, C_hi),
                            count[0])
@@ -146,7 +143,7 @@ def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -
         count[0] += 1
         mu = inner(nu, state["mu"])
         state["mu"] = mu
-        T, C_act, active = solution(nu, mu)
+        T, C_act, active = _threshold(Gamma - mu * S, W, C_lo, C_hi, nu)
         g = positivity_margin(T, C_lo, C_hi)
         s_ss = np.sum(np.where(active, S * S / W, 0.0))
         s_sc = np.sum(np.where(active, S * C_act / W, 0.0))
@@ -157,7 +154,7 @@ def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -
     scale = np.max(np.abs(Gamma)) / max(np.max(np.abs(C_lo)), np.max(np.abs(C_hi)), 1e-300)
     nu, _ = _decreasing_root(minus_psi, scale, lo=0.0, step=scale)
     mu = inner(nu, state["mu"])
-    H, C_act, active = solution(nu, mu)
+    H, C_act, active = _threshold(Gamma - mu * S, W, C_lo, C_hi, nu)
     mu, nu, H = _polish(Gamma, W, S, C_lo, C_hi, C_act, active, mu, nu, H)
     g = positivity_margin(H, C_lo, C_hi)
     if g < 0:  # round-off: scaling keeps <S, H> = 0 (homogeneous) and makes g = 0
