@@ -4,6 +4,8 @@ Traceable functions return a success flag instead of raising; the eager
 wrappers turn a failure into :class:`CholeskyError` (never a NaN result).
 """
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -20,6 +22,7 @@ class CholeskyError(np.linalg.LinAlgError):
     """A matrix that should be positive definite could not be factorised, even with jitter."""
 
 
+@partial(jax.jit, static_argnames=("jitter", "max_tries"))
 def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     """Lower Cholesky factor of a symmetric PSD matrix, adding jitter only if needed.
 

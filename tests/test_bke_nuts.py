@@ -52,18 +52,18 @@ def test_model_options_and_bad_inputs(small_problem):
 def test_numpyro_and_blackjax_agree_and_start_from_type2(small_problem):
     X, Z = small_problem
     fit = fit_type2(X, Z)
-    runs = {backend: run_nuts(bke_model, X, Z, key=jax.random.key(1), backend=backend, num_chains=2, num_warmup=300,
-                              num_samples=400, init_values={"lengthscale": fit.lengthscale}, progress_bar=False)
+    runs = {backend: run_nuts(bke_model, X, Z, key=jax.random.key(1), backend=backend, num_chains=2, num_warmup=150,
+                              num_samples=250, init_values={"lengthscale": fit.lengthscale}, progress_bar=False)
             for backend in ("numpyro", "blackjax")}
     means, ses = {}, {}
     for backend, run in runs.items():
         log_theta = run.samples["log_lengthscale"]
-        assert log_theta.shape == (2, 400)
+        assert log_theta.shape == (2, 250)
         assert isinstance(run.idata, az.InferenceData) and "diverging" in run.idata.sample_stats
         assert run.diagnostics.divergences == 0 and run.diagnostics.max_rhat < 1.05
         means[backend] = log_theta.mean()
         ses[backend] = log_theta.std() / np.sqrt(run.diagnostics.min_ess_bulk)
-        assert run.draws()["lengthscale"].shape == (800,)
+        assert run.draws()["lengthscale"].shape == (500,)
     # posterior means agree within Monte Carlo error, and sit near the type-II optimum
     assert abs(means["numpyro"] - means["blackjax"]) < 4 * np.hypot(ses["numpyro"], ses["blackjax"])
     assert abs(means["numpyro"] - np.log(fit.lengthscale)) < 0.2

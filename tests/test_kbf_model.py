@@ -47,15 +47,17 @@ def test_split_rejects_short_sequences(small):
         split_for_validation(seq.X, seq.Z[:-1])
 
 
-@pytest.mark.filterwarnings("ignore::bayeskern.inference.MCMCWarning")  # 20 warm-up steps: a smoke run
-def test_predictive_filtering_vmaps_like_a_loop_and_runs_from_nuts(small):
-    seq, split = small
-    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
+def _draws_near(tuned, n):
+    """Hyperparameter draws scattered around a tuned filter (stand-in for a posterior sample)."""
     init = kbf_init_values(tuned, 2)
-    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=12, num_samples=10,
-                   init_values=init, max_tree_depth=3, progress_bar=False, min_ess=1, rhat_max=np.inf)
-    draws = run.draws()
-    assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
+    rng = np.random.default_rng(4)
+    return {k: np.asarray(v) + 0.1 * rng.standard_normal(n) for k, v in init.items()}
+
+
+def test_predictive_filtering_vmaps_like_a_loop(small):
+    seq, _ = small
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
+    draws = _draws_near(tuned, 10)
     pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)
     assert pred.draws.shape == (4, 20, 2)
     idx = np.unique(np.linspace(0, 9, 4).astype(int))
@@ -69,3 +71,17 @@ def test_predictive_filtering_vmaps_like_a_loop_and_runs_from_nuts(small):
     assert np.all(band[0] <= band[1]) and np.all(np.asarray(pred.hyper_band)[0] <= np.asarray(pred.hyper_band)[1])
     assert 0.0 <= band_coverage(band, seq.Z_test) <= 1.0
     assert band_coverage(band, seq.Z_test) >= band_coverage(pred.hyper_band, seq.Z_test)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::bayeskern.inference.MCMCWarning")  # a short smoke run
+def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
+    seq, split = small
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
+    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=12, num_samples=10,
+                   init_values=kbf_init_values(tuned, 2), max_tree_depth=3, progress_bar=False, min_ess=1,
+                   rhat_max=np.inf)
+    draws = run.draws()
+    assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
+    pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)
+    assert pred.draws.shape == (4, 20, 2) and np.all(np.isfinite(np.asarray(pred.draws)))

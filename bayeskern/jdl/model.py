@@ -1,7 +1,6 @@
 """A fitted joint distribution model 1 + h(x, y) and its conditional read-outs (spec jdl.md §8)."""
 
 import dataclasses
-import importlib
 import json
 from typing import NamedTuple
 
@@ -10,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..kernels.base import Kernel
+from ..kernels.serialise import kernel_from_state, kernel_state
 from .factor import RotatedBasis
 from .positivity import grid_row_minima
 
@@ -144,8 +144,8 @@ class JointDistributionModel:
         """Write the model to an ``.npz`` file; :func:`load_model` restores it exactly."""
         arrays = {f"basis_x_{k}": np.asarray(v) for k, v in self.basis_x._asdict().items()}
         arrays |= {f"basis_y_{k}": np.asarray(v) for k, v in self.basis_y._asdict().items()}
-        meta = {"lam": float(self.lam), "constraint": self.constraint, "kernel_x": _kernel_state(self.kernel_x),
-                "kernel_y": _kernel_state(self.kernel_y), "basis": type(self.basis_x).__name__, "format": 1}
+        meta = {"lam": float(self.lam), "constraint": self.constraint, "kernel_x": kernel_state(self.kernel_x),
+                "kernel_y": kernel_state(self.kernel_y), "basis": type(self.basis_x).__name__, "format": 1}
         np.savez(path, X=np.asarray(self.X), Y=np.asarray(self.Y), H=np.asarray(self.H), meta=json.dumps(meta),
                  **arrays)
 
@@ -153,30 +153,6 @@ class JointDistributionModel:
 def _identity(V):
     """The default test function f(v) = v."""
     return V
-
-
-def _kernel_state(kernel: Kernel | None) -> dict | None:
-    """A JSON description of a kernel pytree: class path, static settings, leaves (arrays or sub-kernels)."""
-    if kernel is None:  # polynomial JPDL: the basis defines the kernel
-        return None
-    leaves, static = kernel._tree_flatten()
-    cls = type(kernel)
-    return {"class": f"{cls.__module__}:{cls.__qualname__}", "static": list(static),
-            "leaves": [_kernel_state(v) if isinstance(v, Kernel) else np.asarray(v).tolist() for v in leaves]}
-
-
-def _kernel_from_state(state: dict | None) -> Kernel | None:
-    if state is None:
-        return None
-    module, name = state["class"].split(":")
-    cls = getattr(importlib.import_module(module), name)
-    leaves = [_kernel_from_state(v) if isinstance(v, dict) else jnp.asarray(v) for v in state["leaves"]]
-    return cls._tree_unflatten(_as_tuples(state["static"]), leaves)
-
-
-def _as_tuples(value):
-    """JSON lists back to the (hashable) tuples of pytree static data."""
-    return tuple(_as_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def load_model(path) -> JointDistributionModel:
@@ -189,5 +165,5 @@ def load_model(path) -> JointDistributionModel:
         basis = {side: kind(*(data[f"basis_{side}_{k}"] if k == "exponents" else jnp.asarray(data[f"basis_{side}_{k}"])
                               for k in kind._fields)) for side in ("x", "y")}
         return JointDistributionModel(jnp.asarray(data["X"]), jnp.asarray(data["Y"]),
-                                      _kernel_from_state(meta["kernel_x"]), _kernel_from_state(meta["kernel_y"]),
+                                      kernel_from_state(meta["kernel_x"]), kernel_from_state(meta["kernel_y"]),
                                       basis["x"], basis["y"], jnp.asarray(data["H"]), meta["lam"], meta["constraint"])
