@@ -1,0 +1,296 @@
+"""Public compression algorithms: JKH, JKIP, ACKH, ACKIP (spec compression.md §5-§8).
+
+Each takes data in the user's units, standardises it (§1), picks RBF kernels by the median heuristic unless
+given (in standardised units), chooses lambda_C at the compressed-set size unless given (§10.4), and returns a
+:class:`CompressionResult` with the set in both unit systems, the objective trace and timings.
+"""
+
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax import lax
+from tqdm.auto import tqdm
+
+from .._config import require_x64
+from ..kernels.base import Kernel
+from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind
+from .herding import herd_gradient, herd_pool
+from .kcme import select_lambda
+from .objectives import (DataBlocks, ackip_objective, class_score_terms, data_blocks, jkip_objective,
+                         label_sweep)
+from .result import CompressionResult
+from .standardise import Standardiser, fit_standardiser
+
+__all__ = ["jkh", "jkip", "ackh", "ackip", "compression_problem", "CompressionProblem", "kip_optimise"]
+
+
+@dataclass(frozen=True)
+class CompressionProblem:
+    """Standardised data, kernels and settings shared by the algorithms. n_classes is None for continuous y."""
+
+    x: jax.Array
+    y: jax.Array
+    kernel_x: Kernel
+    kernel_y: Kernel
+    standardiser: Standardiser
+    n_classes: int | None
+    blocks: DataBlocks
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+
+def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
+                        block_size: int = 1024) -> CompressionProblem:
+    """Validate and standardise (x (n, d_x), y (n, d_y) | (n,) labels) and choose default kernels."""
+    require_x64("compression")
+    kind = response_kind(y, kernel_y, response)
+    x, y = labelled(x, y, kind)
+    discrete = kind == "indicator"
+    if discrete and int(jnp.min(y)) < 0:
+        raise ValueError(f"class labels must be 0, 1, ..., C - 1, got a negative label {int(jnp.min(y))}")
+    s = fit_standardiser(x, y, discrete=discrete) if standardise else \
+        Standardiser.identity(x.shape[1], None if discrete else y.shape[1])
+    xs, ys = s.transform(x, y)
+    kernel_x, kernel_y = default_kernels(xs, ys, kind, kernel_x, kernel_y)
+    n_classes = int(jnp.max(y)) + 1 if discrete else None
+    return CompressionProblem(xs, ys, kernel_x, kernel_y, s, n_classes, data_blocks(xs, ys, block_size))
+
+
+def _lambda_c(problem: CompressionProblem, lam_c, m: int, key):
+    """lambda_C as given, or tuned at s = m on a random 10% validation split (spec §10.4)."""
+    if lam_c is not None:
+        return check_lambda(lam_c, "lam_c")
+    n = problem.n
+    n_val = max(n // 10, 1)
+    if n - n_val < m:
+        raise ValueError(f"lam_c=None tunes lambda_C on subsets of m = {m} of the {n - n_val} non-validation points; "
+                         "pass lam_c explicitly for so few data")
+    perm = np.asarray(jax.random.permutation(key, n))
+    val, train = perm[:n_val], perm[n_val:]
+    return select_lambda(problem.x[train], problem.y[train], problem.x[val], problem.y[val], problem.kernel_x,
+                         problem.kernel_y, size=m, key=jax.random.fold_in(key, 1))
+
+
+def _result(method, problem, cx, cy, lam_c, trace, indices, timings):
+    trace = np.asarray(trace)
+    if not np.all(np.isfinite(trace)):
+        raise ArithmeticError(f"{method}: the objective became non-finite (trace {trace[~np.isfinite(trace)][:3]}); "
+                              "check the kernels' lengthscales and lam_c")
+    return CompressionResult(method, np.asarray(cx), np.asarray(cy), problem.kernel_x, problem.kernel_y,
+                             problem.standardiser, float(lam_c), trace, None if indices is None else np.asarray(indices),
+                             timings)
+
+
+# --- herding -----------------------------------------------------------------------------------------------------
+def _pool(problem: CompressionProblem, candidates, key):
+    """Candidate pool (px, py, data indices or None) in standardised units."""
+    if isinstance(candidates, str):
+        if candidates != "data":
+            raise ValueError(f"candidates must be 'data', a pool size, indices or a pair (x, y), got {candidates!r}")
+        idx = np.arange(problem.n)
+    elif isinstance(candidates, (int, np.integer)):
+        if not 1 <= candidates <= problem.n:
+            raise ValueError(f"a candidate pool size must lie in [1, n = {problem.n}], got {candidates}")
+        idx = np.sort(np.asarray(jax.random.choice(key, problem.n, (int(candidates),), replace=False)))
+    elif isinstance(candidates, (tuple, list)) and len(candidates) == 2:
+        kind = "continuous" if problem.n_classes is None else "indicator"
+        px, py = labelled(*candidates, kind, names=("candidates[0]", "candidates[1]"))
+        px, py = problem.standardiser.transform(px, py)
+        return px, py, None
+    else:
+        idx = np.asarray(candidates)
+        if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or idx.size == 0 or \
+                idx.min() < 0 or idx.max() >= problem.n:
+            raise ValueError(f"candidate indices must be a non-empty 1-D integer array in [0, {problem.n})")
+    return problem.x[idx], problem.y[idx], idx
+
+
+def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_point, optimizer, key, kernel_x,
+          kernel_y, response, standardise, block_size, progress_bar):
+    start = time.perf_counter()
+    problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
+                                  standardise=standardise, block_size=block_size)
+    m = check_size(m, problem.n)
+    k_lam, k_pool, k_opt = jax.random.split(key, 3)
+    lam = _lambda_c(problem, lam_c, m, k_lam)
+    timings = {"select_lambda": time.perf_counter() - start}
+    with tqdm(total=m, desc=method.upper(), disable=not progress_bar) as bar:
+        if gradient:
+            cx, cy, trace = herd_gradient(method, problem.x, problem.y, problem.blocks, problem.kernel_x,
+                                          problem.kernel_y, m, key=k_opt, steps_per_point=steps_per_point,
+                                          optimizer=optimizer or optax.adam(0.01), lam_c=lam,
+                                          n_classes=problem.n_classes, progress=bar)
+            indices = None
+        else:
+            px, py, pool_idx = _pool(problem, candidates, k_pool)
+            chosen, trace = herd_pool(method, px, py, problem.blocks, problem.kernel_x, problem.kernel_y, m,
+                                      x=problem.x, y=problem.y, lam_c=lam, replace=replace, progress=bar)
+            cx, cy = px[chosen], py[chosen]
+            indices = None if pool_idx is None else pool_idx[np.asarray(chosen)]
+    timings["total"] = time.perf_counter() - start
+    return _result(method, problem, cx, cy, lam, trace, indices, timings)
+
+
+def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient: bool = False,
+        steps_per_point: int = 100, optimizer=None, lam_c=None, kernel_x=None, kernel_y=None, response=None,
+        standardise: bool = True, block_size: int = 1024, progress_bar: bool = True) -> CompressionResult:
+    """Joint kernel herding (5.1): greedy JMMD^2 minimisation, one pair at a time.
+
+    Gradient-free by default over ``candidates`` ("data", a random pool size, data indices, or arrays (x, y));
+    O(n |pool|) once, then O(|pool|) per step. ``gradient=True`` runs the paper's version (seed at the best of
+    10 data pairs, ``steps_per_point`` optax steps). ``lam_c`` only sets the KCME of the result (JKH targets
+    the joint law); by default it is tuned at size m.
+    """
+    return _herd("jkh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
+                 steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
+                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar)
+
+
+def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = False, gradient: bool = False,
+         steps_per_point: int = 100, optimizer=None, kernel_x=None, kernel_y=None, response=None,
+         standardise: bool = True, block_size: int = 1024, progress_bar: bool = True) -> CompressionResult:
+    """Average conditional kernel herding: z_{t+1} = argmin F(C_t u {z}) (5.3), ridge (t + 1) lam_C.
+
+    Gradient-free by default: all pool candidates are scored at once by a Schur complement, O(|pool| n t) per
+    step (pass a pool size for large n). ``gradient=True``: the paper's seeded optax steps, O(n t^2) each.
+    """
+    return _herd("ackh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
+                 steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
+                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar)
+
+
+# --- kernel inducing points -----------------------------------------------------------------------------------------
+def _data_loss(method, params, labels, context, key, batch_size):
+    """The KIP objective at params = cx (discrete) or (cx, cy), on the data or a random minibatch."""
+    problem_x, problem_y, blocks, kernel_x, kernel_y, lam_c = context
+    cx, cy = (params, labels) if labels is not None else params
+    if batch_size is not None:
+        idx = jax.random.choice(key, problem_x.shape[0], (batch_size,), replace=False)
+        blocks = DataBlocks(problem_x[idx][None], problem_y[idx][None], jnp.ones((1, batch_size), bool), batch_size)
+    if method == "jkip":
+        return jkip_objective(cx, cy, blocks, kernel_x, kernel_y)
+    return ackip_objective(cx, cy, blocks, kernel_x, kernel_y, lam_c)
+
+
+def _data_sweep(method, n_classes, params, labels, context):
+    _, _, blocks, kernel_x, _, lam_c = context
+    return label_sweep(class_score_terms(method, params, blocks, kernel_x, lam_c, n_classes), labels, n_classes)
+
+
+@partial(jax.jit, static_argnames=("loss", "sweep", "optimizer", "steps"))
+def _kip_round(params, labels, opt_state, key, context, loss, sweep, optimizer, steps):
+    """``steps`` optimiser steps on the continuous parameters, then (discrete responses) one label sweep."""
+    def step(carry, k):
+        p, state = carry
+        value, grad = jax.value_and_grad(loss)(p, labels, context, k)
+        updates, state = optimizer.update(grad, state, p)
+        return (optax.apply_updates(p, updates), state), value
+
+    (params, opt_state), values = lax.scan(step, (params, opt_state), jax.random.split(key, steps))
+    if sweep is not None:
+        labels = sweep(params, labels, context)
+    return params, labels, opt_state, values
+
+
+def kip_optimise(loss, params, labels, context, *, num_steps: int, optimizer, key, sweep=None,
+                 steps_per_round: int = 50, tol: float = 1e-7, progress=None):
+    """Minimise ``loss(params, labels, context, key)`` with ``optimizer`` for at most ``num_steps`` steps.
+
+    Stops early once the relative change of the objective over a round of ``steps_per_round`` steps is below
+    ``tol``. With ``sweep(params, labels, context) -> labels`` the discrete labels are swept after every round.
+    Returns (params, labels, trace of objective values, one per step).
+    """
+    opt_state = optimizer.init(params)
+    trace, previous = [], None
+    for r, k in enumerate(jax.random.split(key, -(-num_steps // steps_per_round))):
+        steps = min(steps_per_round, num_steps - r * steps_per_round)
+        params, labels, opt_state, values = _kip_round(params, labels, opt_state, k, context, loss, sweep, optimizer,
+                                                       steps)
+        values = np.asarray(values)
+        trace.append(values)
+        if progress is not None:
+            progress.update(steps)
+        if not np.all(np.isfinite(values)):
+            break
+        if previous is not None and sweep is None and abs(previous - values[-1]) <= tol * abs(values[-1]):
+            break
+        previous = values[-1]
+    return params, labels, np.concatenate(trace)
+
+
+def _best_subset(loss, problem, m, n_init, key, context):
+    """The best of ``n_init`` uniformly random size-m subsets of the data by the objective (spec §5.2)."""
+    best, best_value = None, np.inf
+    for k in jax.random.split(key, n_init):
+        idx = np.asarray(jax.random.choice(k, problem.n, (m,), replace=False))
+        params, labels = (problem.x[idx], problem.y[idx]) if problem.n_classes is not None else \
+            ((problem.x[idx], problem.y[idx]), None)
+        value = float(_loss_value(loss, params, labels, context, k))
+        if value < best_value:
+            best, best_value = (params, labels), value
+    return best
+
+
+@partial(jax.jit, static_argnames="loss")
+def _loss_value(loss, params, labels, context, key):
+    return loss(params, labels, context, key)
+
+
+def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, key, kernel_x, kernel_y, response,
+         standardise, block_size, tol, progress_bar):
+    start = time.perf_counter()
+    problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
+                                  standardise=standardise, block_size=block_size)
+    m = check_size(m, problem.n)
+    if batch_size is not None and not 1 <= batch_size <= problem.n:
+        raise ValueError(f"batch_size must lie in [1, n = {problem.n}], got {batch_size}")
+    k_lam, k_init, k_opt = jax.random.split(key, 3)
+    lam = _lambda_c(problem, lam_c, m, k_lam)
+    context = (problem.x, problem.y, problem.blocks, problem.kernel_x, problem.kernel_y, jnp.asarray(lam))
+    timings = {"select_lambda": time.perf_counter() - start}
+    full_loss = partial(_data_loss, method, batch_size=None)
+    params, labels = _best_subset(full_loss, problem, m, n_init, k_init, context)
+    discrete = problem.n_classes is not None
+    sweep = partial(_data_sweep, method, problem.n_classes) if discrete else None
+    with tqdm(total=num_steps, desc=method.upper(), disable=not progress_bar) as bar:
+        params, labels, trace = kip_optimise(partial(_data_loss, method, batch_size=batch_size), params, labels,
+                                             context, num_steps=num_steps, optimizer=optimizer or optax.adam(0.01),
+                                             key=k_opt, sweep=sweep, steps_per_round=10 if discrete else 50, tol=tol,
+                                             progress=bar)
+    final = float(_loss_value(full_loss, params, labels, context, k_opt))
+    cx, cy = (params, labels) if discrete else params
+    timings["total"] = time.perf_counter() - start
+    return _result(method, problem, cx, cy, lam, np.append(trace, final), None, timings)
+
+
+def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimizer=None, batch_size=None, lam_c=None,
+         kernel_x=None, kernel_y=None, response=None, standardise: bool = True, block_size: int = 1024,
+         tol: float = 1e-7, progress_bar: bool = True) -> CompressionResult:
+    """Joint kernel inducing points: all m pairs minimise J(C) (5.2) jointly (Adam, lr 0.01, by default).
+
+    Starts from the best of ``n_init`` random subsets; O((nm + m^2) d) per step, streamed over data blocks.
+    Discrete responses alternate 10 feature steps with a greedy label sweep (§7). The trace ends with the
+    full-data objective of the returned set.
+    """
+    return _kip("jkip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
+                batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
+                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar)
+
+
+def ackip(x, y, m: int, *, key, lam_c=None, num_steps: int = 1000, n_init: int = 10, optimizer=None,
+          batch_size=None, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
+          block_size: int = 1024, tol: float = 1e-7, progress_bar: bool = True) -> CompressionResult:
+    """Average conditional kernel inducing points: all m pairs minimise F(C) (5.3), the in-sample KCD^2 up to
+    a constant, i.e. fit the compressed KCME to the data. O(n m^2 + m^3) per step, streamed; ``batch_size``
+    gives unbiased minibatch steps. lam_C is tuned at size m unless given (spec §10.4).
+    """
+    return _kip("ackip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
+                batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
+                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar)

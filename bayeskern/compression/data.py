@@ -1,0 +1,108 @@
+"""Data sets of spec compression.md §10.5 and the test functions of §10.1, generated (never downloaded)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import ndtr
+
+__all__ = ["heteroscedastic", "heteroscedastic_truth", "imbalanced", "TEST_FUNCTIONS", "gaussian_expectation",
+           "train_val_test_split", "sklearn_dataset"]
+
+
+def heteroscedastic(n: int, key):
+    """X ~ U(-3, 3), Y = X sin(3X) + (0.1 + 0.5|X|) eps: x (n, 1), y (n, 1)."""
+    kx, ke = jax.random.split(key)
+    x = jax.random.uniform(kx, (n, 1), minval=-3.0, maxval=3.0)
+    mean, sd = heteroscedastic_truth(x[:, 0])
+    return x, (mean + sd * jax.random.normal(ke, (n,)))[:, None]
+
+
+def heteroscedastic_truth(x):
+    """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic` (user's units): two (N,) arrays."""
+    x = jnp.asarray(x)
+    return x * jnp.sin(3.0 * x), 0.1 + 0.5 * jnp.abs(x)
+
+
+_IMBALANCED_TARGET = np.array([0.32, 0.12, 0.19, 0.37])
+
+
+def imbalanced(n: int, seed: int = 0):
+    """The 4-class imbalanced stand-in: x (n, 2) from a 100-component mixture, y ~ Categorical(softmax(Wx + b)).
+
+    Returns (x, y, probabilities (n, 4)): the true class probabilities at each x. Parameters are drawn with
+    ``numpy.random.default_rng(seed)`` in the spec's order; b is calibrated to marginals (0.32, 0.12, 0.19, 0.37).
+    """
+    r = np.random.default_rng(seed)
+    means = r.uniform(-4, 4, (100, 2))
+    sds = r.uniform(0.2, 0.6, 100)
+    weights = r.dirichlet(np.ones(100))
+    W = r.standard_normal((4, 2))
+
+    def draw_x(rng, size):
+        comp = rng.choice(100, size, p=weights)
+        return means[comp] + sds[comp, None] * rng.standard_normal((size, 2))
+
+    x_cal = draw_x(np.random.default_rng(seed + 1), 200_000)
+    b = np.zeros(4)
+    for _ in range(200):
+        b = b + np.log(_IMBALANCED_TARGET / _softmax(x_cal @ W.T + b).mean(0))
+        b = b - b.mean()
+    x = draw_x(r, n)
+    logits = x @ W.T + b
+    y = np.argmax(logits + r.gumbel(size=(n, 4)), axis=1)
+    return x, y, _softmax(logits)
+
+
+def _softmax(z):
+    z = z - z.max(1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(1, keepdims=True)
+
+
+def _abs_mean(mu, tau):
+    r = mu / tau
+    return tau * jnp.sqrt(2 / jnp.pi) * jnp.exp(-(r**2) / 2) + mu * (1 - 2 * ndtr(-r))
+
+
+# name -> (h, E h(Y) for Y ~ N(mu, tau^2)), spec §10.1
+TEST_FUNCTIONS = {
+    "y": (lambda y: y, lambda mu, tau: mu),
+    "y^2": (lambda y: y**2, lambda mu, tau: mu**2 + tau**2),
+    "y^3": (lambda y: y**3, lambda mu, tau: mu**3 + 3 * mu * tau**2),
+    "sin y": (jnp.sin, lambda mu, tau: jnp.sin(mu) * jnp.exp(-(tau**2) / 2)),
+    "cos y": (jnp.cos, lambda mu, tau: jnp.cos(mu) * jnp.exp(-(tau**2) / 2)),
+    "exp(-y^2)": (lambda y: jnp.exp(-(y**2)), lambda mu, tau: jnp.exp(-(mu**2) / (1 + 2 * tau**2)) / jnp.sqrt(1 + 2 * tau**2)),
+    "1[y > 0]": (lambda y: (y > 0).astype(float), lambda mu, tau: ndtr(mu / tau)),
+    "|y|": (jnp.abs, _abs_mean),
+}
+
+
+def gaussian_expectation(name: str, mu, tau):
+    """Closed-form E h(Y) for Y ~ N(mu, tau^2) and the test function ``name`` of :data:`TEST_FUNCTIONS`."""
+    return TEST_FUNCTIONS[name][1](jnp.asarray(mu), jnp.asarray(tau))
+
+
+def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
+    """Random 80/10/10 (default) split: ((x, y) train, (x, y) validation, (x, y) test)."""
+    n = len(x)
+    perm = np.asarray(jax.random.permutation(key, n))
+    n_val, n_test = int(round(val * n)), int(round(test * n))
+    parts = perm[n_val + n_test:], perm[:n_val], perm[n_val:n_val + n_test]
+    x, y = np.asarray(x), np.asarray(y)
+    return tuple((x[p], y[p]) for p in parts)
+
+
+def sklearn_dataset(name: str):
+    """A data set bundled with scikit-learn (optional extra; no network): 'digits' (stand-in for MNIST),
+    'diabetes' (for superconductivity), 'iris', 'wine', 'breast_cancer'. Returns (x (n, d), y)."""
+    try:
+        from sklearn import datasets
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("sklearn_dataset needs scikit-learn: pip install 'bayeskern[examples]'") from err
+    loaders = {"digits": datasets.load_digits, "diabetes": datasets.load_diabetes, "iris": datasets.load_iris,
+               "wine": datasets.load_wine, "breast_cancer": datasets.load_breast_cancer}
+    if name not in loaders:
+        raise ValueError(f"name must be one of {sorted(loaders)}, got {name!r}")
+    bunch = loaders[name]()
+    y = bunch.target
+    return bunch.data.astype(float), (y[:, None].astype(float) if name == "diabetes" else y)

@@ -1,0 +1,93 @@
+"""Kernel conditional mean embeddings (spec compression.md §2.3) and the choice of lambda (§10.4)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .._config import require_x64
+from .._validation import as_points
+from ..kernels.base import Kernel
+from ..linalg import cho_solve_psd, cholesky, jittered_cholesky
+from ._inputs import check_lambda, onehot
+
+__all__ = ["kcme_weights", "conditional_expectation", "class_probabilities", "validation_loss", "select_lambda",
+           "COARSE_LAMBDAS"]
+
+COARSE_LAMBDAS = tuple(10.0 ** np.arange(-8, 1))
+
+
+def kcme_weights(x_train, x_query, kernel_x: Kernel, lam):
+    """beta(x) = (K_XX + n lam I)^{-1} k_X(x) for every query: (n, N). Eq. (2.2); lam > 0."""
+    require_x64("kcme_weights")
+    x_train, x_query = as_points(x_train, "x_train"), as_points(x_query, "x_query")
+    lam = check_lambda(lam, "lam")
+    n = x_train.shape[0]
+    L = cholesky(kernel_x.gram(x_train) + n * lam * jnp.eye(n), what="K_XX + n lam I")
+    return cho_solve_psd(L, kernel_x.cross(x_train, x_query))
+
+
+def conditional_expectation(h_values, weights):
+    """Plug-in E[h(Y) | X = x] = h(Y)^T beta(x): h_values (n,) or (n, k), weights (n, N) -> (N,) or (N, k)."""
+    return jnp.asarray(weights).T @ jnp.asarray(h_values)
+
+
+def class_probabilities(y_train, weights, n_classes: int):
+    """Clip-normalised class probabilities (N, C): max(p_c, 0) / sum, uniform where every p_c <= 0."""
+    p = jnp.maximum(conditional_expectation(onehot(jnp.asarray(y_train), n_classes), weights), 0.0)
+    total = jnp.sum(p, axis=1, keepdims=True)
+    return jnp.where(total > 0, p / jnp.where(total > 0, total, 1.0), 1.0 / n_classes)
+
+
+def validation_loss(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Kernel, lam):
+    """Mean ||mu_hat(x_v) - l(y_v, .)||^2 over the validation pairs (a Brier-type score for the indicator kernel)."""
+    require_x64("validation_loss")
+    lam = check_lambda(lam, "lam")
+    x_train, x_val = as_points(x_train, "x_train"), as_points(x_val, "x_val")
+    value = _grid_losses(kernel_x, kernel_y, x_train[None], jnp.asarray(y_train)[None], x_val, jnp.asarray(y_val),
+                         jnp.array([lam]))[0, 0]
+    if not jnp.isfinite(value):
+        raise ArithmeticError("validation_loss: K_XX + n lam I could not be factorised")
+    return value
+
+
+def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Kernel, *, size: int, key,
+                  n_subsets: int = 10, coarse=COARSE_LAMBDAS, n_fine: int = 10):
+    """Two-stage grid search of spec §10.4: validation loss averaged over ``n_subsets`` random training subsets
+    of ``size`` points, on the coarse grid, then on ``n_fine`` log-spaced values in [lam*/10, 10 lam*].
+    Ties go to the larger lambda. ``size`` = m_max tunes lambda_C; ``size`` = n tunes lambda_P.
+    """
+    require_x64("select_lambda")
+    n = int(np.shape(x_train)[0])
+    if not 1 <= size <= n:
+        raise ValueError(f"size must lie in [1, n = {n}], got {size}")
+    subsets = jnp.arange(n)[None] if size == n else jax.vmap(
+        lambda k: jax.random.choice(k, n, (size,), replace=False))(jax.random.split(key, n_subsets))
+    x_train, x_val = jnp.asarray(x_train), jnp.asarray(x_val)
+    y_train, y_val = jnp.asarray(y_train), jnp.asarray(y_val)
+
+    def best(grid):
+        grid = jnp.sort(jnp.asarray(grid, dtype=float))
+        losses = np.asarray(_grid_losses(kernel_x, kernel_y, x_train[subsets], y_train[subsets], x_val, y_val, grid))
+        if not np.all(np.isfinite(losses)):
+            raise ArithmeticError("select_lambda: a validation loss is not finite (a Gram matrix could not be "
+                                  "factorised); check the kernels and data")
+        mean = losses.mean(1)
+        return float(grid[np.flatnonzero(mean <= mean.min())[-1]])  # ties -> the larger lambda
+
+    lam = best(coarse)
+    return best(np.geomspace(lam / 10, lam * 10, n_fine))
+
+
+@jax.jit
+def _grid_losses(kernel_x, kernel_y, xs, ys, x_val, y_val, grid):
+    """Validation losses (G, S) for every lambda in ``grid`` and training subset (xs[s], ys[s])."""
+
+    def loss(x, y, lam):
+        n = x.shape[0]
+        chol, _, ok = jittered_cholesky(kernel_x._cross(x, x) + n * lam * jnp.eye(n))
+        beta = cho_solve_psd(chol, kernel_x._cross(x, x_val))
+        value = jnp.mean(jnp.sum(beta * (kernel_y._cross(y, y) @ beta), 0)
+                         - 2.0 * jnp.sum(kernel_y._cross(y, y_val) * beta, 0) + kernel_y._paired(y_val, y_val))
+        return jnp.where(ok, value, jnp.nan)
+
+    return jax.vmap(lambda lam: jax.vmap(lambda x, y: loss(x, y, lam))(xs, ys))(grid)

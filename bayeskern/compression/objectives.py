@@ -1,0 +1,160 @@
+"""Objectives of the compression algorithms (spec compression.md §5), streamed over the data in blocks.
+
+Data enter as :class:`DataBlocks` (rows padded to whole blocks, with a mask), so no function here forms an
+n x n or even an m x n matrix: each block contributes m x m (or m x C) sums, and reverse-mode autodiff
+recomputes a block's kernel columns (``jax.checkpoint``), keeping memory at O(m * block_size + m^2).
+All functions are pure and traceable; the compressed set is ``(cx (m, d_x), cy (m, d_y) or (m,))``.
+"""
+
+from dataclasses import dataclass, field
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ..kernels.base import Kernel
+from ..kernels.blockwise import _to_blocks
+from ..linalg import cho_solve_psd, jittered_cholesky
+
+__all__ = ["DataBlocks", "data_blocks", "data_sums", "jkip_objective", "ackip_objective", "herding_score", "herding_terms",
+           "class_score_terms", "class_scores", "label_sweep", "JITTER"]
+
+JITTER = 1e-10  # added to the compressed Gram matrix on top of the ridge m lam_C (spec §6)
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class DataBlocks:
+    """Data cut into blocks: x (B, b, d_x), y (B, b, d_y) or (B, b), mask (B, b) marks real rows; n real rows."""
+
+    x: jax.Array
+    y: jax.Array
+    mask: jax.Array
+    n: int = field(metadata={"static": True})
+
+
+def data_blocks(x, y, block_size: int = 1024) -> DataBlocks:
+    """Cut prepared data x (n, d_x), y (n, ...) into blocks of at most ``block_size`` rows."""
+    n = x.shape[0]
+    (xb, yb), mask = _to_blocks((x, y), min(block_size, n))
+    return DataBlocks(xb, yb, mask, n)
+
+
+def data_sums(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask=None):
+    """Streamed sums over the data: S = K_CX K_XC (m, m), T = K_CX L_YC (m, m), J = sum(K_CX o L_CX).
+
+    ``row_mask`` (m,) zeroes rows of unused compressed slots (herding buffers).
+    """
+    m = cx.shape[0]
+    row = jnp.ones(m) if row_mask is None else row_mask
+
+    @jax.checkpoint
+    def block(carry, blk):
+        xb, yb, mb = blk
+        K = kernel_x._cross(cx, xb) * (row[:, None] * mb[None, :])
+        L = kernel_y._cross(cy, yb)
+        S, T, J = carry
+        return (S + K @ K.T, T + K @ L.T, J + jnp.sum(K * L)), None
+
+    dtype = jnp.result_type(float)
+    init = (jnp.zeros((m, m), dtype), jnp.zeros((m, m), dtype), jnp.zeros((), dtype))
+    (S, T, J), _ = lax.scan(block, init, (data.x, data.y, data.mask))
+    return S, T, J
+
+
+def compressed_factor(kernel_x: Kernel, cx, ridge, row_mask=None):
+    """Cholesky factor of K_CC + (ridge + JITTER) I; unused slots (row_mask False) become identity rows."""
+    m = cx.shape[0]
+    K = kernel_x._cross(cx, cx)
+    if row_mask is not None:
+        K = K * (row_mask[:, None] * row_mask[None, :])
+        ridge = jnp.where(row_mask, ridge, 1.0 - JITTER)
+    L, _, ok = jittered_cholesky(K + jnp.diag(jnp.broadcast_to(ridge + JITTER, (m,))))
+    return L, ok
+
+
+def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
+    """J(C) of eq. (5.2): JMMD^2(D, C) minus the data-data constant."""
+    m = cx.shape[0]
+    _, _, cross = data_sums(data, kernel_x, kernel_y, cx, cy)
+    self_term = jnp.sum(kernel_x._cross(cx, cx) * kernel_y._cross(cy, cy))
+    return self_term / m**2 - 2.0 * cross / (data.n * m)
+
+
+def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, lam_c, row_mask=None):
+    """F(C) of eq. (5.3): the in-sample tower KCD^2 minus its constant c_hat, with W = (K_CC + m lam_C I)^{-1}.
+
+    F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed sums S, T. ``row_mask`` restricts C to the
+    marked slots (the ridge is then (number marked) * lam_C).
+    """
+    m = cx.shape[0] if row_mask is None else jnp.sum(row_mask)
+    S, T, _ = data_sums(data, kernel_x, kernel_y, cx, cy, row_mask)
+    L, _ = compressed_factor(kernel_x, cx, m * lam_c, row_mask)
+    WS = cho_solve_psd(L, S)
+    WSW = cho_solve_psd(L, WS.T)
+    L_cc = kernel_y._cross(cy, cy)
+    return (jnp.sum(L_cc * WSW) - 2.0 * jnp.trace(cho_solve_psd(L, T))) / data.n
+
+
+def herding_terms(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
+    """For one candidate z = (x, y): (kappa_bar(z), sum over chosen s of kappa(z, z_s), kappa(z, z))."""
+    xz, yz = x[None], y[None]
+    _, _, mean_embedding = data_sums(data, kernel_x, kernel_y, xz, yz)
+    chosen = jnp.sum(kernel_x._cross(xz, cx)[0] * kernel_y._cross(yz, cy)[0] * row_mask)
+    return mean_embedding / data.n, chosen, kernel_x._paired(xz, xz)[0] * kernel_y._paired(yz, yz)[0]
+
+
+def herding_score(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
+    """s_t(z) of eq. (5.1) for one candidate z = (x, y) given the chosen pairs (cx, cy)[row_mask]."""
+    mean_embedding, chosen, self_term = herding_terms(x, y, data, kernel_x, kernel_y, cx, cy, row_mask)
+    return mean_embedding - (chosen + 0.5 * self_term) / (jnp.sum(row_mask) + 1)
+
+
+# --- discrete responses: class scores with the features fixed (spec §7) ----------------------------------------
+def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c, n_classes: int):
+    """(M, R, a, b) with s_j(c) = a [sum_{b != j} M_jb 1[y_b = c]] - b R_jc for JKIP or ACKIP (features fixed).
+
+    ACKIP: M = A A^T, R = A E_Y (A = W K_CX), a = b = 2/n. JKIP: M = K_CC, R = K_CX E_Y, a = 2/m^2, b = 2/(nm).
+    """
+    m = cx.shape[0]
+
+    def block(carry, blk):
+        xb, yb, mb = blk
+        K = kernel_x._cross(cx, xb) * mb[None, :]
+        S, P = carry
+        return (S + K @ K.T, P + K @ (yb[:, None] == jnp.arange(n_classes)[None, :]).astype(K.dtype)), None
+
+    dtype = jnp.result_type(float)
+    (S, P), _ = lax.scan(block, (jnp.zeros((m, m), dtype), jnp.zeros((m, n_classes), dtype)),
+                         (data.x, data.y, data.mask))
+    if method == "jkip":
+        return kernel_x._cross(cx, cx), P, 2.0 / m**2, 2.0 / (data.n * m)
+    L, _ = compressed_factor(kernel_x, cx, m * lam_c)
+    WS = cho_solve_psd(L, S)
+    return cho_solve_psd(L, WS.T), cho_solve_psd(L, P), 2.0 / data.n, 2.0 / data.n
+
+
+def class_scores(terms, labels, n_classes: int):
+    """s_j(c) for every slot j and class c with the other labels held fixed: (m, C)."""
+    M, R, a, b = terms
+    E = (labels[:, None] == jnp.arange(n_classes)[None, :]).astype(M.dtype)
+    return a * (M @ E - jnp.diag(M)[:, None] * E) - b * R
+
+
+def label_sweep(terms, labels, n_classes: int):
+    """One greedy coordinate-descent sweep j = 1..m over the labels; each change strictly lowers the objective."""
+    M, R, a, b = terms
+    E = (labels[:, None] == jnp.arange(n_classes)[None, :]).astype(M.dtype)
+
+    def visit(j, state):
+        labels, ME = state
+        current = labels[j]
+        score = a * (ME[j] - M[j, j] * (jnp.arange(n_classes) == current)) - b * R[j]
+        best = jnp.argmin(score)
+        change = score[best] < score[current]
+        new = jnp.where(change, best, current).astype(labels.dtype)
+        ME = ME.at[:, current].add(-M[:, j]).at[:, new].add(M[:, j])
+        return labels.at[j].set(new), ME
+
+    labels, _ = lax.fori_loop(0, labels.shape[0], visit, (labels, M @ E))
+    return labels

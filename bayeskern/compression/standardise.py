@@ -1,0 +1,52 @@
+"""Standardisation of labelled data (spec compression.md §1): zero mean, unit s.d. per column."""
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = ["Standardiser", "fit_standardiser"]
+
+
+@jax.tree_util.register_dataclass
+@dataclass(frozen=True)
+class Standardiser:
+    """Affine maps x -> (x - x_mean) / x_scale and, for continuous responses, y -> (y - y_mean) / y_scale.
+
+    x_mean, x_scale: (d_x,); y_mean, y_scale: (d_y,), or None for discrete labels (left as they are).
+    A constant column keeps scale 1.
+    """
+
+    x_mean: jax.Array
+    x_scale: jax.Array
+    y_mean: jax.Array | None
+    y_scale: jax.Array | None
+
+    def transform(self, x, y):
+        """Data in the user's units -> standardised units."""
+        x = (x - self.x_mean) / self.x_scale
+        return x, y if self.y_mean is None else (y - self.y_mean) / self.y_scale
+
+    def inverse(self, x, y):
+        """Standardised units -> the user's units."""
+        x = x * self.x_scale + self.x_mean
+        return x, y if self.y_mean is None else y * self.y_scale + self.y_mean
+
+    @classmethod
+    def identity(cls, d_x: int, d_y: int | None):
+        """The map that leaves data unchanged (``standardise=False``)."""
+        y = (None, None) if d_y is None else (jnp.zeros(d_y), jnp.ones(d_y))
+        return cls(jnp.zeros(d_x), jnp.ones(d_x), *y)
+
+
+def _moments(a):
+    a = np.asarray(a, dtype=np.float64)
+    mean, sd = a.mean(0), a.std(0)
+    return jnp.asarray(mean), jnp.asarray(np.where(sd > 0, sd, 1.0))
+
+
+def fit_standardiser(x, y, *, discrete: bool) -> Standardiser:
+    """Column means and standard deviations of training data x (n, d_x) and y (n, d_y) (y ignored if discrete)."""
+    y_stats = (None, None) if discrete else _moments(y)
+    return Standardiser(*_moments(x), *y_stats)
