@@ -91,3 +91,23 @@ def test_acceptance_kbf_circle_targets(tmp_path):
     assert min(iw, org) <= 1.05 * ekf and iw <= 1.03 * org
     for setting in results:
         assert np.all(results[setting][:, :3].mean(0) < results[setting][:, 3].mean())
+
+
+@pytest.mark.slow
+def test_acceptance_compression_heteroscedastic_a1_to_a4(tmp_path):
+    """Compression issue acceptance 2 / spec §11 A1-A4 at CI scale (n_train = 1000, 3 seeds, m = 5..30)."""
+    ms = (5, 10, 20, 30)
+    results = _load("compression_heteroscedastic").main(tmp_path, seeds=(0, 1, 2), ms=ms)
+    med = lambda method, m, metric: np.median([r[method][m][metric] for r in results])
+    methods = ("Random", "JKH", "JKIP", "ACKH", "ACKIP")
+    top = max(ms)
+    truth = {k: med(k, top, "truth") for k in methods}
+    assert min(truth, key=truth.get) == "ACKIP"  # A1
+    for m in ms:
+        best = min(med(k, m, "truth") for k in methods)
+        if m >= 10:
+            assert med("ACKIP", m, "truth") <= 1.1 * best  # A1
+        assert med("ACKIP", m, "truth") < med("Random", m, "truth")  # A2
+        assert med("JKIP", m, "jmmd2") <= med("JKH", m, "jmmd2")  # A3
+    assert truth["JKIP"] <= 1.1 * truth["JKH"] and truth["ACKIP"] <= truth["ACKH"]  # A3, A4
+    assert (tmp_path / "compression_heteroscedastic.png").stat().st_size > 10_000

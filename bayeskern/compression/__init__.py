@@ -8,7 +8,7 @@ Gaussian setting; :mod:`.data` the generated data sets and test functions.
 from . import data, exact_gaussian
 from .compress import CompressionProblem, ackh, ackip, compression_problem, jkh, jkip, kip_optimise
 from .kcme import class_probabilities, conditional_expectation, kcme_weights, select_lambda, validation_loss
-from .metrics import amcmd, amcmd2, jmmd2, kcd2_tower, mmd2_biased
+from .metrics import amcmd, amcmd2, amcmd2_gaussian_truth, jmmd2, kcd2_tower, mmd2_biased
 from .objectives import ackip_objective, data_blocks, jkip_objective
 from .result import CompressionResult, load_result
 from .standardise import Standardiser, fit_standardiser
@@ -18,7 +18,7 @@ __all__ = [
     "jkh", "jkip", "ackh", "ackip", "CompressionResult", "load_result",
     "compression_problem", "CompressionProblem", "kip_optimise",
     "kcme_weights", "conditional_expectation", "class_probabilities", "validation_loss", "select_lambda",
-    "jmmd2", "amcmd2", "amcmd", "kcd2_tower", "mmd2_biased",
+    "jmmd2", "amcmd2", "amcmd", "kcd2_tower", "amcmd2_gaussian_truth", "mmd2_biased",
     "ackip_objective", "jkip_objective", "data_blocks",
     "Standardiser", "fit_standardiser",
 ]

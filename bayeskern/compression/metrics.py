@@ -12,7 +12,7 @@ from ..mmd import mmd2_biased
 from ._inputs import check_lambda, labelled
 from .objectives import ackip_objective, data_blocks, jkip_objective
 
-__all__ = ["jmmd2", "amcmd2", "amcmd", "kcd2_tower", "mmd2_biased"]
+__all__ = ["jmmd2", "amcmd2", "amcmd", "kcd2_tower", "amcmd2_gaussian_truth", "mmd2_biased"]
 
 
 def _pair(sample, kernel_y, name):
@@ -85,3 +85,21 @@ def kcd2_tower(data, cset, kernel_x: Kernel, kernel_y: Kernel, lam_c, lam_p=None
 
 
 _ackip = jax.jit(ackip_objective)
+
+
+def amcmd2_gaussian_truth(cset, kernel_x: Kernel, kernel_y, lam_c, nodes, weights, mean, sd):
+    """AMCMD^2(P, C; nu) against a true family Y | x ~ N(mean(x), sd(x)^2) (scalar Y, RBF ``kernel_y``), by
+    quadrature over nu: ``nodes`` (Q, d_x) with ``weights`` (Q,) summing to 1, ``mean`` and ``sd`` (Q,) there.
+
+    Uses the per-x integrals of (E2)/(E3): E l(y~, Y) = l_y / sqrt(l_y^2 + s^2) exp(-(y~ - f)^2 / (2 (l_y^2 + s^2)))
+    and E l(Y, Y') = l_y / sqrt(l_y^2 + 2 s^2). All quantities in the kernels' (standardised) units.
+    """
+    cx, cy = _pair(cset, kernel_y, "cset")
+    ell2 = jnp.asarray(kernel_y.lengthscale) ** 2
+    alpha = _kcme_solve(kernel_x, cx, kernel_x.cross(cx, as_points(nodes, "nodes")), check_lambda(lam_c, "lam_c"),
+                        "K_CC + m lam_C I")
+    var = ell2 + jnp.asarray(sd) ** 2
+    m_vec = jnp.sqrt(ell2 / var) * jnp.exp(-((cy[:, :1] - jnp.asarray(mean)[None]) ** 2) / (2 * var))
+    self_term = jnp.sqrt(ell2 / (ell2 + 2 * jnp.asarray(sd) ** 2))
+    per_x = self_term - 2 * jnp.sum(alpha * m_vec, 0) + jnp.sum(alpha * (kernel_y.gram(cy) @ alpha), 0)
+    return jnp.sum(jnp.asarray(weights) * per_x)
