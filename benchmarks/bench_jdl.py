@@ -20,7 +20,7 @@ import jax  # noqa: E402
 import bayeskern as bk  # noqa: E402
 from bayeskern.jdl import fit_cme, fit_jdl, jdl_bases  # noqa: E402
 from bayeskern.jdl.data import gaussian_pairs, random_correlation  # noqa: E402
-from bayeskern.jdl.sharding import shard_rows  # noqa: E402
+from bayeskern.sharding import shard_rows  # noqa: E402
 from bayeskern.kernels import RBF, median_heuristic  # noqa: E402
 from _common import machine_line  # noqa: E402
 

@@ -36,9 +36,12 @@ def _standardised_truth(x_std, stats):
     return (mean - float(s.y_mean[0])) / float(s.y_scale[0]), sd / float(s.y_scale[0])
 
 
-def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=500, num_steps=1000,
+def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=500, num_steps=1000, pool="data",
              progress_bar=False):
-    """Metrics {method: {m: {"truth", "plug_in", "jmmd2", "rmse": {name: value}}}} for one data seed."""
+    """Metrics {method: {m: {"truth", "plug_in", "jmmd2", "rmse": {name: value}}}} for one data seed.
+
+    ``pool``: the herding candidates ("data", or a random pool size for larger n).
+    """
     key = jax.random.key(seed)
     x, y = bc.data.heteroscedastic(n_train + n_val + n_test, key)
     x, y = np.asarray(x), np.asarray(y)
@@ -71,8 +74,8 @@ def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=5
 
     out = {method: {} for method in METHODS}
     m_max = max(ms)
-    greedy = {"JKH": bc.jkh(xt, yt, m_max, key=k_run, lam_c=lam_c, **common),
-              "ACKH": bc.ackh(xt, yt, m_max, key=k_run, lam_c=lam_c, **common)}
+    greedy = {"JKH": bc.jkh(xt, yt, m_max, key=k_run, lam_c=lam_c, candidates=pool, **common),
+              "ACKH": bc.ackh(xt, yt, m_max, key=k_run, lam_c=lam_c, candidates=pool, **common)}
     for m in ms:
         draws = [metrics(xt[i], yt[i]) for i in (np.asarray(jax.random.choice(k, n_train, (m,), replace=False))
                                                   for k in jax.random.split(jax.random.fold_in(k_rand, m), 10))]

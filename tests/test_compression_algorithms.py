@@ -204,3 +204,7 @@ def test_bad_inputs_are_named(data):
         ackip(x, y[:, 0] + 0.5, 5, key=key, lam_c=1e-2, response="indicator", progress_bar=False)
     with pytest.raises(ValueError, match="same number of points"):
         jkip(x, y[:-1], 5, key=key, progress_bar=False)
+    with pytest.raises(ValueError, match="negative label"):
+        jkip(x, -np.ones(40, int), 5, key=key, progress_bar=False)
+    with pytest.raises(ValueError, match="became non-finite after"):  # a NaN never reaches a returned trace
+        ackip(x, y, 5, key=key, lam_c=1e-2, num_steps=20, optimizer=optax.adam(float("nan")), progress_bar=False)

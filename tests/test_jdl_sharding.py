@@ -12,7 +12,7 @@ SCRIPT = textwrap.dedent("""
     import bayeskern
     bayeskern.enable_x64()
     from bayeskern.jdl import fit_jdl, jdl_bases
-    from bayeskern.jdl.sharding import shard_rows
+    from bayeskern.sharding import shard_rows
     from bayeskern.kernels import RBF
 
     assert len(jax.devices()) == 2

@@ -2,7 +2,8 @@
 
 Each takes data in the user's units, standardises it (§1), picks RBF kernels by the median heuristic unless
 given (in standardised units), chooses lambda_C at the compressed-set size unless given (§10.4), and returns a
-:class:`CompressionResult` with the set in both unit systems, the objective trace and timings.
+:class:`CompressionResult` with the set in both unit systems, the objective trace and timings. ``mesh=``
+(a 1-D device mesh, :func:`bayeskern.sharding.row_mesh`) splits the data blocks over several devices.
 """
 
 import time
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 
 from .._config import require_x64
 from ..kernels.base import Kernel
+from ..linalg import CholeskyError
 from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind
 from .herding import herd_gradient, herd_pool
 from .kcme import select_lambda
@@ -47,8 +49,11 @@ class CompressionProblem:
 
 
 def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
-                        block_size: int = 1024) -> CompressionProblem:
-    """Validate and standardise (x (n, d_x), y (n, d_y) | (n,) labels) and choose default kernels."""
+                        block_size: int = 1024, mesh=None) -> CompressionProblem:
+    """Validate and standardise (x (n, d_x), y (n, d_y) | (n,) labels) and choose default kernels.
+
+    ``mesh``: split every data block's rows over the devices of a 1-D mesh (:func:`bayeskern.sharding.row_mesh`).
+    """
     require_x64("compression")
     kind = response_kind(y, kernel_y, response)
     x, y = labelled(x, y, kind)
@@ -60,7 +65,7 @@ def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, st
     xs, ys = s.transform(x, y)
     kernel_x, kernel_y = default_kernels(xs, ys, kind, kernel_x, kernel_y)
     n_classes = int(jnp.max(y)) + 1 if discrete else None
-    return CompressionProblem(xs, ys, kernel_x, kernel_y, s, n_classes, data_blocks(xs, ys, block_size))
+    return CompressionProblem(xs, ys, kernel_x, kernel_y, s, n_classes, data_blocks(xs, ys, block_size, mesh))
 
 
 def _lambda_c(problem: CompressionProblem, lam_c, m: int, key):
@@ -81,8 +86,9 @@ def _lambda_c(problem: CompressionProblem, lam_c, m: int, key):
 def _result(method, problem, cx, cy, lam_c, trace, indices, timings):
     trace = np.asarray(trace)
     if not np.all(np.isfinite(trace)):
-        raise ArithmeticError(f"{method}: the objective became non-finite (trace {trace[~np.isfinite(trace)][:3]}); "
-                              "check the kernels' lengthscales and lam_c")
+        raise CholeskyError(f"{method}: the objective became non-finite after {int(np.argmin(np.isfinite(trace)))} "
+                            "steps: K_CC + m lam_C I could not be factorised even with jitter, or the optimiser "
+                            "diverged (check lam_c, the kernels' lengthscales and the learning rate)")
     return CompressionResult(method, np.asarray(cx), np.asarray(cy), problem.kernel_x, problem.kernel_y,
                              problem.standardiser, float(lam_c), trace, None if indices is None else np.asarray(indices),
                              timings)
@@ -113,10 +119,10 @@ def _pool(problem: CompressionProblem, candidates, key):
 
 
 def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_point, optimizer, key, kernel_x,
-          kernel_y, response, standardise, block_size, progress_bar):
+          kernel_y, response, standardise, block_size, progress_bar, mesh=None):
     start = time.perf_counter()
     problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
-                                  standardise=standardise, block_size=block_size)
+                                  standardise=standardise, block_size=block_size, mesh=mesh)
     m = check_size(m, problem.n)
     k_lam, k_pool, k_opt = jax.random.split(key, 3)
     lam = _lambda_c(problem, lam_c, m, k_lam)
@@ -140,7 +146,8 @@ def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_po
 
 def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient: bool = False,
         steps_per_point: int = 100, optimizer=None, lam_c=None, kernel_x=None, kernel_y=None, response=None,
-        standardise: bool = True, block_size: int = 1024, progress_bar: bool = True) -> CompressionResult:
+        standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
+        mesh=None) -> CompressionResult:
     """Joint kernel herding (5.1): greedy JMMD^2 minimisation, one pair at a time.
 
     Gradient-free by default over ``candidates`` ("data", a random pool size, data indices, or arrays (x, y));
@@ -150,12 +157,14 @@ def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient
     """
     return _herd("jkh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
                  steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
-                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar)
+                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar,
+                 mesh=mesh)
 
 
 def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = False, gradient: bool = False,
          steps_per_point: int = 100, optimizer=None, kernel_x=None, kernel_y=None, response=None,
-         standardise: bool = True, block_size: int = 1024, progress_bar: bool = True) -> CompressionResult:
+         standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
+        mesh=None) -> CompressionResult:
     """Average conditional kernel herding: z_{t+1} = argmin F(C_t u {z}) (5.3), ridge (t + 1) lam_C.
 
     Gradient-free by default: all pool candidates are scored at once by a Schur complement, O(|pool| n t) per
@@ -163,7 +172,8 @@ def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = Fa
     """
     return _herd("ackh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
                  steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
-                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar)
+                 response=response, standardise=standardise, block_size=block_size, progress_bar=progress_bar,
+                 mesh=mesh)
 
 
 # --- kernel inducing points -----------------------------------------------------------------------------------------
@@ -172,7 +182,7 @@ def _data_loss(method, params, labels, context, key, batch_size):
     problem_x, problem_y, blocks, kernel_x, kernel_y, lam_c = context
     cx, cy = (params, labels) if labels is not None else params
     if batch_size is not None:
-        idx = jax.random.choice(key, problem_x.shape[0], (batch_size,), replace=False)
+        idx = jax.random.randint(key, (batch_size,), 0, problem_x.shape[0])  # i.i.d. rows: unbiased, O(batch)
         blocks = DataBlocks(problem_x[idx][None], problem_y[idx][None], jnp.ones((1, batch_size), bool), batch_size)
     if method == "jkip":
         return jkip_objective(cx, cy, blocks, kernel_x, kernel_y)
@@ -244,10 +254,10 @@ def _loss_value(loss, params, labels, context, key):
 
 
 def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, key, kernel_x, kernel_y, response,
-         standardise, block_size, tol, progress_bar):
+         standardise, block_size, tol, progress_bar, mesh=None):
     start = time.perf_counter()
     problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
-                                  standardise=standardise, block_size=block_size)
+                                  standardise=standardise, block_size=block_size, mesh=mesh)
     m = check_size(m, problem.n)
     if batch_size is not None and not 1 <= batch_size <= problem.n:
         raise ValueError(f"batch_size must lie in [1, n = {problem.n}], got {batch_size}")
@@ -272,7 +282,7 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
 
 def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimizer=None, batch_size=None, lam_c=None,
          kernel_x=None, kernel_y=None, response=None, standardise: bool = True, block_size: int = 1024,
-         tol: float = 1e-7, progress_bar: bool = True) -> CompressionResult:
+         tol: float = 1e-7, progress_bar: bool = True, mesh=None) -> CompressionResult:
     """Joint kernel inducing points: all m pairs minimise J(C) (5.2) jointly (Adam, lr 0.01, by default).
 
     Starts from the best of ``n_init`` random subsets; O((nm + m^2) d) per step, streamed over data blocks.
@@ -281,16 +291,17 @@ def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimize
     """
     return _kip("jkip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
                 batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
-                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar)
+                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar, mesh=mesh)
 
 
 def ackip(x, y, m: int, *, key, lam_c=None, num_steps: int = 1000, n_init: int = 10, optimizer=None,
           batch_size=None, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
-          block_size: int = 1024, tol: float = 1e-7, progress_bar: bool = True) -> CompressionResult:
+          block_size: int = 1024, tol: float = 1e-7, progress_bar: bool = True,
+          mesh=None) -> CompressionResult:
     """Average conditional kernel inducing points: all m pairs minimise F(C) (5.3), the in-sample KCD^2 up to
     a constant, i.e. fit the compressed KCME to the data. O(n m^2 + m^3) per step, streamed; ``batch_size``
     gives unbiased minibatch steps. lam_C is tuned at size m unless given (spec §10.4).
     """
     return _kip("ackip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
                 batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
-                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar)
+                standardise=standardise, block_size=block_size, tol=tol, progress_bar=progress_bar, mesh=mesh)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 from jax import lax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..kernels.base import Kernel
 from ..kernels.blockwise import _to_blocks
@@ -33,10 +34,21 @@ class DataBlocks:
     n: int = field(metadata={"static": True})
 
 
-def data_blocks(x, y, block_size: int = 1024) -> DataBlocks:
-    """Cut prepared data x (n, d_x), y (n, ...) into blocks of at most ``block_size`` rows."""
+def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataBlocks:
+    """Cut prepared data x (n, d_x), y (n, ...) into blocks of at most ``block_size`` rows.
+
+    With a 1-D ``mesh`` (:func:`bayeskern.sharding.row_mesh`) the rows of every block are split over its
+    devices (block size rounded up to a multiple of the device count): each device evaluates its share of the
+    kernel columns and XLA adds the m x m partial sums across devices, in the same compiled code.
+    """
     n = x.shape[0]
-    (xb, yb), mask = _to_blocks((x, y), min(block_size, n))
+    size = min(block_size, n)
+    if mesh is not None:
+        size = -(-size // mesh.devices.size) * mesh.devices.size
+    (xb, yb), mask = _to_blocks((x, y), size)
+    if mesh is not None:
+        place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec(None, "rows", *([None] * (a.ndim - 2)))))
+        xb, yb, mask = place(xb), place(yb), place(mask)
     return DataBlocks(xb, yb, mask, n)
 
 

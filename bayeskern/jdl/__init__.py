@@ -12,7 +12,7 @@ from .jpdl import PolynomialBasis, fit_jpdl, monomial_exponents, polynomial_basi
 from .klr import LowRankKLR, fit_klr
 from .model import ConditionalExpectation, JointDistributionModel, load_model
 from .positivity import grid_row_minima, solve_grid_positive
-from .sharding import row_mesh, shard_rows
+from ..sharding import row_mesh, shard_rows
 from .problem import JDLProblem, box_bounds, jdl_problem, kernel_bounds, objective
 from .solvers import JDLSolution, positivity_margin, solve_normalised, solve_positive, solve_unconstrained
 

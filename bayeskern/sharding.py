@@ -1,4 +1,4 @@
-"""Row sharding of n-sized arrays across devices (JAX's sharding API).
+"""Row sharding of n-sized arrays across devices (JAX's sharding API), shared by JDL and compression.
 
 Algorithm 1's column evaluations, the factor L and every n-sized reduction (L^T L, A_Y^T A_X, column sums and
 extremes) follow the sharding of the sample: with the rows of X and Y split over the devices of a 1-D mesh, XLA
