@@ -93,7 +93,7 @@ def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=5
 def main(out_dir="examples-out", seeds=(0, 1, 2), ms=(5, 10, 20, 30), **kwargs):
     """Run every seed, print the tables, save compression_heteroscedastic.png; returns the per-seed results."""
     results = [run_seed(s, ms, **kwargs) for s in seeds]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    fig, axes = plt.subplots(1, 4, figsize=(19, 4))
     for ax, metric in zip(axes, ("truth", "plug_in", "jmmd2")):
         for method in METHODS:
             vals = np.array([[r[method][m][metric] for m in ms] for r in results])
@@ -102,6 +102,12 @@ def main(out_dir="examples-out", seeds=(0, 1, 2), ms=(5, 10, 20, 30), **kwargs):
         ax.set(xlabel="m", ylabel=metric, yscale="log", title={"truth": "AMCMD$^2$ (truth)",
                                                                "plug_in": "AMCMD$^2$ (plug-in)", "jmmd2": "JMMD$^2$"}[metric])
     axes[0].legend()
+    names, top = list(bc.data.TEST_FUNCTIONS), max(ms)
+    for i, method in enumerate(METHODS):  # RMSE per test function at the largest m, relative to Random
+        rel = [np.median([r[method][top]["rmse"][f] / r["Random"][top]["rmse"][f] for r in results]) for f in names]
+        axes[3].bar(np.arange(len(names)) + 0.16 * (i - 2), rel, width=0.16, label=method)
+    axes[3].set_xticks(np.arange(len(names)), names, rotation=45)
+    axes[3].set(ylabel="RMSE / RMSE(Random)", title=f"test functions at m = {top}")
     path = save_figure(fig, Path(out_dir) / "compression_heteroscedastic.png")
     for metric in ("truth", "plug_in", "jmmd2"):
         print(f"\n{metric} (median over {len(seeds)} seeds)\n{'m':>4} " + " ".join(f"{m:>9}" for m in METHODS))

@@ -13,6 +13,8 @@ from bayeskern.compression.herding import ackh_pool_scores, herd_pool
 from bayeskern.compression.objectives import (ackip_objective, class_score_terms, class_scores, data_blocks,
                                               jkip_objective, label_sweep)
 
+ackip_objective, jkip_objective = jax.jit(ackip_objective), jax.jit(jkip_objective)  # compiled once per shape
+
 KX, KY = RBF(0.8), RBF(0.6)
 
 

@@ -137,6 +137,9 @@ def test_objective_gradients_match_finite_differences_and_the_analytic_formulas(
     gx = (-2 / (m**2 * lx**2) * np.einsum("jk,jkd->jd", P, cx[:, None] - cx[None])
           + 2 / (n * m * lx**2) * np.einsum("ji,jid->jd", R, cx[:, None] - x[None]))
     np.testing.assert_allclose(np.asarray(_grads(J, cx, cy)[0]), gx, rtol=1e-8)
+    gy = (-2 / (m**2 * ly**2) * np.einsum("jk,jkd->jd", P, cy[:, None] - cy[None])
+          + 2 / (n * m * ly**2) * np.einsum("ji,jid->jd", R, cy[:, None] - y[None]))
+    np.testing.assert_allclose(np.asarray(_grads(J, cx, cy)[1]), gy, rtol=1e-8)
     # analytic ACKIP gradient (spec §5.3) through the matrix derivatives and the RBF chain rule
     Kcc, Kcx = rbf(cx, cx, lx), rbf(cx, x, lx)
     W = np.linalg.inv(Kcc + (m * lam + JITTER) * np.eye(m))
@@ -146,6 +149,10 @@ def test_objective_gradients_match_finite_differences_and_the_analytic_formulas(
     dK = lambda K, a, b: -K[..., None] * (a[:, None] - b[None]) / lx**2  # d k(a_j, b_i) / d a_j
     gx = np.einsum("ji,jid->jd", G_cx, dK(Kcx, cx, x)) + 2 * np.einsum("jk,jkd->jd", G_cc, dK(Kcc, cx, cx))
     np.testing.assert_allclose(np.asarray(_grads(F, cx, cy)[0]), gx, rtol=1e-7)
+    Lcc, Lcy = rbf(cy, cy, ly), rbf(cy, y, ly)
+    dL = lambda Lm, a, b: -Lm[..., None] * (a[:, None] - b[None]) / ly**2
+    gy = 2 * np.einsum("jk,jkd->jd", A @ A.T / n, dL(Lcc, cy, cy)) + np.einsum("ji,jid->jd", -2 / n * A, dL(Lcy, cy, y))
+    np.testing.assert_allclose(np.asarray(_grads(F, cx, cy)[1]), gy, rtol=1e-7)
 
 
 def test_objectives_are_permutation_invariant_and_blocking_does_not_matter(problem):

@@ -20,6 +20,7 @@ def test_two_sample_quickstart_runs_and_detects_both_effects(tmp_path):
     assert (tmp_path / "two_sample_quickstart.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # a smoke run; the acceptance run below covers the example too
 def test_grid_of_gaussians_example_runs(tmp_path):
     fit, median, rates = _load("bke_grid_of_gaussians").main(tmp_path, reps=1, permutations=20, eps_values=(6.0,), mesh=40)
     assert 0.75 <= fit.lengthscale <= 0.95 and median == pytest.approx(20, abs=0.5)
@@ -60,6 +61,7 @@ def test_acceptance_numpyro_and_blackjax_agree_on_the_1d_problem():
     assert abs(means[0] - means[1]) < 4 * np.hypot(*ses)
 
 
+@pytest.mark.slow  # a smoke run; the acceptance runs below cover both examples
 def test_kbr_examples_run(tmp_path):
     results = _load("kbr_posterior_mean").main(tmp_path, runs=2, dims=(2,))
     assert results[2].shape == (2, 3) and np.all(results[2][:, 0] < results[2][:, 2])  # IW beats predicting 0

@@ -1,9 +1,10 @@
 """Algorithm 1 (pivoted Cholesky, bi-orthogonal basis) and the double-orthogonal rotation: spec jdl.md §4.3, §5."""
 
+import jax
 import numpy as np
 import pytest
 
-from bayeskern.jdl import pivoted_cholesky, rotate
+from bayeskern.jdl import fit_jdl, pivoted_cholesky, rotate
 from bayeskern.kernels import RBF
 
 
@@ -78,3 +79,32 @@ def test_buffers_grow_past_the_first_width(rng):
     np.testing.assert_array_equal(f.pivots, capped.pivots)
     K = np.asarray(k.gram(X))
     assert np.trace(K - np.asarray(f.L) @ np.asarray(f.L).T) <= 1e-4 * np.trace(K) + 1e-12
+
+
+class _CountingRBF(RBF):
+    """An RBF kernel that reports the shape of every block it evaluates (a counting column oracle)."""
+
+    calls: list = []
+
+    def _cross(self, X, Y):
+        jax.debug.callback(lambda a, b: _CountingRBF.calls.append((a.shape[0], b.shape[0])), X, Y)
+        return super()._cross(X, Y)
+
+
+def test_algorithm_1_calls_the_column_oracle_exactly_m_times(rng):
+    """Spec §15 item 5: one column per pivot and no call that forms K, across a buffer doubling (m > 64)."""
+    X = rng.uniform(-3, 3, (300, 2))
+    _CountingRBF.calls.clear()
+    factor = pivoted_cholesky(_CountingRBF(0.4), X, tol=1e-6)
+    jax.effects_barrier()
+    assert factor.rank > 64
+    assert _CountingRBF.calls == [(300, 1)] * factor.rank
+    assert factor.L.shape == (300, factor.rank) and factor.B_tilde.shape == (factor.rank, factor.rank)
+
+
+def test_factorisation_and_fit_are_deterministic(rng):
+    """Spec §15 item 24: the same inputs give identical pivots, rank and solution, bit for bit."""
+    X, Y = rng.standard_normal((200, 2)), rng.standard_normal((200, 1))
+    runs = [fit_jdl(X, Y, RBF(0.7), RBF(0.9), 1e-4, constraint="data_box", tol=1e-4) for _ in range(2)]
+    assert np.array_equal(np.asarray(runs[0].basis_x.pivots), np.asarray(runs[1].basis_x.pivots))
+    assert np.array_equal(np.asarray(runs[0].H), np.asarray(runs[1].H))

@@ -111,7 +111,8 @@ def herd_pool(method: str, px, py, data: DataBlocks, kernel_x: Kernel, kernel_y:
               x=None, y=None, lam_c=None, replace: bool = False, progress=None):
     """Greedy selection of m pool pairs: JKH maximises s_t (5.1), ACKH minimises F(C_t u {c}) (5.3).
 
-    Returns (indices into the pool (m,), objective trace (m,)): J(C_{t+1}) (5.2) for JKH, F(C_{t+1}) for ACKH. ``x``, ``y``: the unblocked data (JKH's mean embedding).
+    Returns (indices into the pool (m,), objective trace (m,)): J(C_{t+1}) (5.2) for JKH, F(C_{t+1}) for ACKH.
+    ``x``, ``y``: the unblocked data (for JKH's mean embedding).
     """
     P = px.shape[0]
     if not replace and m > P:
