@@ -113,3 +113,17 @@ def test_acceptance_compression_heteroscedastic_a1_to_a4(tmp_path):
         assert med("JKIP", m, "jmmd2") <= med("JKH", m, "jmmd2")  # A3
     assert truth["JKIP"] <= 1.1 * truth["JKH"] and truth["ACKIP"] <= truth["ACKH"]  # A3, A4
     assert (tmp_path / "compression_heteroscedastic.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_acceptance_jdl_second_moments_structure(tmp_path):
+    """JDL issue acceptance 3 (part): 5.1 at n = 1000, d = 1, 2, 3 — the hard gates of spec §14.2 on test points."""
+    results = _load("jdl_second_moments").main(tmp_path, dims=(1, 2, 3), n=1000, reps=2)
+    for d, runs in results.items():
+        for r in runs:
+            for name in ("JDL-unc", "JDL-con", "JDL-grid", "JPDL-unc"):
+                assert r[name]["norm_error"] == 0.0  # self-normalised
+            assert r["JDL-con"]["negative"] == 0.0 and r["JDL-con"]["non_psd"] == 0.0  # proper conditionals
+            assert r["CME-unc"]["norm_error"] > 1e-3  # the CME is not normalised
+            assert r["JDL-unc"]["loss"] <= 1.05 * r["IND"]["loss"]
+    assert (tmp_path / "jdl_second_moments.png").stat().st_size > 10_000
