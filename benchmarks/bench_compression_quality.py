@@ -34,7 +34,7 @@ def _example(name):
 
 def a5(seeds, ms, pool):
     het = _example("compression_heteroscedastic")
-    results = [het.run_seed(s, ms, n_train=4000, n_val=500, n_test=500, pool=pool) for s in seeds]
+    results = [het.run_seed(s, ms, n_train=4000, n_val=500, n_test=500, pool=pool, plug_in=False) for s in seeds]
     m = max(ms)
     print(f"\nA5 heteroscedastic, n_train = 4000, {len(seeds)} seeds, herding pool {pool}")
     print(f"{'m':>4} " + " ".join(f"{k:>9}" for k in het.METHODS) + "   (median truth AMCMD^2)")
