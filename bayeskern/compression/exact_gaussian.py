@@ -9,9 +9,11 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import optax
 
 from ..kernels import RBF
 from ..linalg import cho_solve_psd
+from .compress import kip_optimise
 from .objectives import compressed_factor
 
 __all__ = ["GaussianSetting", "feature_expectation", "joint_expectation", "conditional_self_term", "joint_constant",
@@ -126,10 +128,6 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
 
     Returns (cx (m, d), cy (m, 1), objective trace).
     """
-    import optax
-
-    from .compress import kip_optimise
-
     if method not in ("jkip", "ackip"):
         raise ValueError(f"method must be 'jkip' or 'ackip', got {method!r}")
     k_init, k_opt = jax.random.split(key)
