@@ -23,12 +23,7 @@ from _common import machine_line
 
 
 def truth_amcmd2(cx, cy, kx, ky, lam_c, stats):
-    nodes, weights = np.polynomial.legendre.leggauss(400)
-    x = 3.0 * nodes
-    mean, sd = bc.data.heteroscedastic_truth(x)
-    ys, xs = float(stats.y_scale[0]), (x - float(stats.x_mean[0])) / float(stats.x_scale[0])
-    return float(bc.amcmd2_gaussian_truth((cx, cy), kx, ky, lam_c, xs[:, None], weights / 2,
-                                          (mean - float(stats.y_mean[0])) / ys, sd / ys))
+    return float(bc.amcmd2_gaussian_truth((cx, cy), kx, ky, lam_c, *bc.data.heteroscedastic_quadrature(stats)))
 
 
 def step_seconds(objective, cx, cy):

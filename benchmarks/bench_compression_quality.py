@@ -12,7 +12,7 @@ against the full-data KCME (targets: >= full - 0.02 and >= full - 0.03) and abov
 """
 
 import argparse
-import importlib.util
+import sys
 from pathlib import Path
 
 import jax
@@ -22,18 +22,12 @@ import bayeskern as bk
 from bayeskern import compression as bc
 from _common import machine_line
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-
-
-def _example(name):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import compression_heteroscedastic as het  # noqa: E402
+import compression_imbalanced as imb  # noqa: E402
 
 
 def a5(seeds, ms, pool):
-    het = _example("compression_heteroscedastic")
     results = [het.run_seed(s, ms, n_train=4000, n_val=500, n_test=500, pool=pool, plug_in=False) for s in seeds]
     m = max(ms)
     print(f"\nA5 heteroscedastic, n_train = 4000, {len(seeds)} seeds, herding pool {pool}")
@@ -51,7 +45,6 @@ def a5(seeds, ms, pool):
 
 
 def a6(seeds, skip_digits):
-    imb = _example("compression_imbalanced")
     runs = {"imbalanced (m = 120)": [imb.run_seed(s, 120, n_train=4000, n_val=500, n_test=2000)[0] for s in seeds]}
     if not skip_digits:
         x, y = bc.data.sklearn_dataset("digits")

@@ -28,14 +28,6 @@ from bayeskern.plotting import save_figure
 METHODS = ("Random", "JKH", "JKIP", "ACKH", "ACKIP")
 
 
-def _standardised_truth(x_std, stats):
-    """Mean and s.d. of the standardised Y given standardised x."""
-    s = stats
-    x = x_std * float(s.x_scale[0]) + float(s.x_mean[0])
-    mean, sd = bc.data.heteroscedastic_truth(x)
-    return (mean - float(s.y_mean[0])) / float(s.y_scale[0]), sd / float(s.y_scale[0])
-
-
 def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=500, num_steps=1000, pool="data",
              plug_in=True, progress_bar=False):
     """Metrics {method: {m: {"truth", "plug_in", "jmmd2", "rmse": {name: value}}}} for one data seed.
@@ -55,11 +47,8 @@ def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=5
     k_lam, k_rand, k_run = jax.random.split(jax.random.fold_in(key, 1), 3)
     lam_c = bc.select_lambda(xt, yt, xv, yv, kx, ky, size=max(ms), key=k_lam)
     lam_p = bc.select_lambda(xt, yt, xv, yv, kx, ky, size=n_train, key=k_lam) if plug_in else None
-    nodes, weights = np.polynomial.legendre.leggauss(400)
-    nodes = nodes * 3.0
-    q_nodes = (nodes - float(stats.x_mean[0])) / float(stats.x_scale[0])
-    q_mean, q_sd = _standardised_truth(q_nodes, stats)
-    te_mean, te_sd = _standardised_truth(xe[:, 0], stats)
+    quadrature = bc.data.heteroscedastic_quadrature(stats)
+    te_mean, te_sd = bc.data.heteroscedastic_truth_standardised(xe[:, 0], stats)
     truths = {name: np.asarray(bc.data.gaussian_expectation(name, te_mean, te_sd)) for name in bc.data.TEST_FUNCTIONS}
     common = dict(kernel_x=kx, kernel_y=ky, standardise=False, progress_bar=progress_bar)
 
@@ -68,8 +57,7 @@ def run_seed(seed: int, ms=(5, 10, 20, 30), *, n_train=1000, n_val=100, n_test=5
         rmse = {name: float(np.sqrt(np.mean((np.asarray(bc.conditional_expectation(h(jnp.asarray(cy[:, 0])), alpha))
                                              - truths[name]) ** 2)))
                 for name, (h, _) in bc.data.TEST_FUNCTIONS.items()}
-        return {"truth": float(bc.amcmd2_gaussian_truth((cx, cy), kx, ky, lam_c, q_nodes[:, None], weights / 2,
-                                                        q_mean, q_sd)),
+        return {"truth": float(bc.amcmd2_gaussian_truth((cx, cy), kx, ky, lam_c, *quadrature)),
                 "plug_in": float(bc.amcmd2((xt, yt), (cx, cy), xe, kx, ky, lam_p, lam_c)) if plug_in else np.nan,
                 "jmmd2": float(bc.jmmd2((xt, yt), (cx, cy), kx, ky)), "rmse": rmse}
 

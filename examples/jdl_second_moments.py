@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 import bayeskern as bk
-from bayeskern.jdl import fit_cme, fit_jdl, fit_jpdl, jdl_bases
+from bayeskern.jdl import LowRankCME, fit_cme, fit_jdl, fit_jpdl, jdl_bases
 from bayeskern.jdl.data import gaussian_pairs, gaussian_second_moment, random_correlation
 from bayeskern.jdl.metrics import negative_weight_share, non_psd_share, relative_moment_loss
 from bayeskern.plotting import save_figure
@@ -40,7 +40,7 @@ def outer(V):
 
 def _moments(model, Xq):
     """(second moments (q, d, d), normalisation errors (q,), weights (q, .) for the negative-weight share)."""
-    if hasattr(model, "F"):  # low-rank CME: pivot weights, not self-normalised
+    if isinstance(model, LowRankCME):  # pivot weights, not self-normalised
         return np.asarray(model.conditional_expectation(Xq, outer)), np.asarray(model.normalisation_error(Xq)), \
             np.asarray(model.weights(Xq))
     out = model.conditional_expectation(Xq, outer)

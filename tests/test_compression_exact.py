@@ -114,3 +114,30 @@ def test_a7_exact_setting_ackip_beats_jkip_beats_random():
                  for method in ("jkip", "ackip")}
         assert value["ackip"] < value["jkip"] < random
     assert value["ackip"] < 0.01  # m = 16: reference 0.0025
+
+
+def test_exact_herding_score_is_the_population_limit_of_the_data_score():
+    from bayeskern.compression.objectives import data_blocks, herding_score
+
+    s = eg.GaussianSetting()
+    x, y = eg.sample(s, 400_000, jax.random.key(7))
+    blocks = data_blocks(x, y, 8192)
+    rng = np.random.default_rng(8)
+    cx, cy = jnp.asarray(rng.standard_normal((5, 1))), jnp.asarray(rng.standard_normal((5, 1)))
+    mask = jnp.array([True, True, True, False, False])
+    kx, ky = s.kernels
+    for z in (jnp.array([0.3]), jnp.array([-1.1])):
+        for w in (jnp.array([0.5]), jnp.array([-1.4])):
+            empirical = float(herding_score(z, w, blocks, kx, ky, cx, cy, mask))
+            exact = float(eg.exact_herding_score(z, w, cx, cy, mask, s))
+            assert exact == pytest.approx(empirical, abs=3e-3)  # Monte Carlo error of the mean embedding ~1e-3
+
+
+def test_bundled_sklearn_data_sets_load():
+    pytest.importorskip("sklearn")
+    x, y = data.sklearn_dataset("digits")
+    assert x.shape == (1797, 64) and y.dtype.kind == "i" and set(np.unique(y)) == set(range(10))
+    x, y = data.sklearn_dataset("diabetes")
+    assert x.shape == (442, 10) and y.shape == (442, 1)
+    with pytest.raises(ValueError, match="name must be one of"):
+        data.sklearn_dataset("mnist")

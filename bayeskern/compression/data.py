@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-__all__ = ["heteroscedastic", "heteroscedastic_truth", "imbalanced", "TEST_FUNCTIONS", "gaussian_expectation",
+__all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_standardised",
+           "heteroscedastic_quadrature", "imbalanced", "TEST_FUNCTIONS", "gaussian_expectation",
            "train_val_test_split", "sklearn_dataset"]
 
 
@@ -21,6 +22,21 @@ def heteroscedastic_truth(x):
     """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic` (user's units): two (N,) arrays."""
     x = jnp.asarray(x)
     return x * jnp.sin(3.0 * x), 0.1 + 0.5 * jnp.abs(x)
+
+
+def heteroscedastic_truth_standardised(x_std, standardiser):
+    """Mean and s.d. of the standardised Y given standardised features x_std (N,) (d_x = d_y = 1)."""
+    x = jnp.asarray(x_std) * standardiser.x_scale[0] + standardiser.x_mean[0]
+    mean, sd = heteroscedastic_truth(x)
+    return (mean - standardiser.y_mean[0]) / standardiser.y_scale[0], sd / standardiser.y_scale[0]
+
+
+def heteroscedastic_quadrature(standardiser, n_nodes: int = 400):
+    """Gauss-Legendre quadrature of X ~ U(-3, 3) in standardised units with the truth there: (nodes (Q, 1),
+    weights (Q,) summing to 1, mean (Q,), sd (Q,)), the arguments of :func:`amcmd2_gaussian_truth`."""
+    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
+    x_std = standardiser.transform_x(3.0 * nodes[:, None])
+    return (x_std, weights / 2, *heteroscedastic_truth_standardised(x_std[:, 0], standardiser))
 
 
 _IMBALANCED_TARGET = np.array([0.32, 0.12, 0.19, 0.37])

@@ -13,7 +13,7 @@ import optax
 from jax import lax
 
 from ..kernels import TensorProduct
-from ..kernels.blockwise import _matvec
+from ..kernels.blockwise import kernel_row_sums
 from ..kernels.base import Kernel
 from ..linalg import cho_solve_psd
 from .objectives import JITTER, DataBlocks, ackip_objective, compressed_factor, herding_score, herding_terms
@@ -26,8 +26,7 @@ __all__ = ["jkh_mean_embedding", "jkh_pool_scores", "ackh_pool_scores", "herd_po
 # --- pool scorers -------------------------------------------------------------------------------------------
 def jkh_mean_embedding(kernel_x: Kernel, kernel_y: Kernel, px, py, x, y, block_size=1024):
     """kappa_bar(pi) = (1/n) sum_i k(x_pi, x_i) l(y_pi, y_i) for every pool pair: (P,). O(nP) time, chunked."""
-    ones = jnp.ones((x.shape[0], 1), px.dtype)
-    return _matvec(TensorProduct(kernel_x, kernel_y), (px, py), (x, y), ones, block_size)[:, 0] / x.shape[0]
+    return kernel_row_sums(TensorProduct(kernel_x, kernel_y), (px, py), (x, y), block_size=block_size) / x.shape[0]
 
 
 def jkh_pool_scores(kappa_bar, running, self_kernel, t):

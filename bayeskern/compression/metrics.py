@@ -7,9 +7,9 @@ from .._config import require_x64
 from .._validation import as_points
 from ..kernels import Indicator, TensorProduct, kernel_sum
 from ..kernels.base import Kernel
-from ..linalg import cho_solve_psd, cholesky
 from ..mmd import mmd2_biased
 from ._inputs import check_lambda, labelled
+from .kcme import kcme_weights
 from .objectives import ackip_objective, data_blocks, jkip_objective
 
 __all__ = ["jmmd2", "amcmd2", "amcmd", "kcd2_tower", "amcmd2_gaussian_truth", "mmd2_biased"]
@@ -33,12 +33,6 @@ def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1
     return const + jkip_objective(cx, cy, data_blocks(x, y, block_size), kernel_x, kernel_y)
 
 
-def _kcme_solve(kernel_x, x, targets, lam, what):
-    n = x.shape[0]
-    L = cholesky(kernel_x.gram(x) + n * lam * jnp.eye(n), what=what)
-    return cho_solve_psd(L, targets)
-
-
 def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam_p, lam_q):
     """Plug-in AMCMD^2 (3.1) between the KCMEs of the P- and Q-samples, averaged over the nu-sample (N, d_x).
 
@@ -50,8 +44,7 @@ def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, la
     xq, yq = _pair(q_sample, kernel_y, "q_sample")
     z = as_points(nu_sample, "nu_sample")
     lam_p, lam_q = check_lambda(lam_p, "lam_p"), check_lambda(lam_q, "lam_q")
-    B_p = _kcme_solve(kernel_x, x, kernel_x.cross(x, z), lam_p, "K_XX + n lam_p I")
-    B_q = _kcme_solve(kernel_x, xq, kernel_x.cross(xq, z), lam_q, "K_X'X' + m lam_q I")
+    B_p, B_q = kcme_weights(x, z, kernel_x, lam_p), kcme_weights(xq, z, kernel_x, lam_q)
     return _stacked_quadratic(kernel_y, y, yq, B_p, B_q)
 
 
@@ -80,7 +73,7 @@ def kcd2_tower(data, cset, kernel_x: Kernel, kernel_y: Kernel, lam_c, lam_p=None
     F = _ackip(cx, cy, data_blocks(x, y, block_size), kernel_x, kernel_y, lam_c)
     if lam_p is None:
         return F
-    B = _kcme_solve(kernel_x, x, kernel_x.gram(x), check_lambda(lam_p, "lam_p"), "K_XX + n lam_p I")
+    B = kcme_weights(x, x, kernel_x, lam_p)
     return F + jnp.sum((kernel_y.gram(y) @ B) * B) / x.shape[0]
 
 
@@ -96,8 +89,7 @@ def amcmd2_gaussian_truth(cset, kernel_x: Kernel, kernel_y, lam_c, nodes, weight
     """
     cx, cy = _pair(cset, kernel_y, "cset")
     ell2 = jnp.asarray(kernel_y.lengthscale) ** 2
-    alpha = _kcme_solve(kernel_x, cx, kernel_x.cross(cx, as_points(nodes, "nodes")), check_lambda(lam_c, "lam_c"),
-                        "K_CC + m lam_C I")
+    alpha = kcme_weights(cx, nodes, kernel_x, lam_c)
     var = ell2 + jnp.asarray(sd) ** 2
     m_vec = jnp.sqrt(ell2 / var) * jnp.exp(-((cy[:, :1] - jnp.asarray(mean)[None]) ** 2) / (2 * var))
     self_term = jnp.sqrt(ell2 / (ell2 + 2 * jnp.asarray(sd) ** 2))

@@ -16,9 +16,10 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ..kernels.base import Kernel
 from ..kernels.blockwise import _to_blocks
 from ..linalg import cho_solve_psd, jittered_cholesky
+from ._inputs import onehot
 
-__all__ = ["DataBlocks", "data_blocks", "data_sums", "jkip_objective", "ackip_objective", "herding_score", "herding_terms",
-           "class_score_terms", "class_scores", "label_sweep", "JITTER"]
+__all__ = ["DataBlocks", "data_blocks", "stream", "jkip_objective", "ackip_objective", "herding_score",
+           "herding_terms", "class_score_terms", "class_scores", "label_sweep", "JITTER"]
 
 JITTER = 1e-10  # added to the compressed Gram matrix on top of the ridge m lam_C (spec §6)
 
@@ -47,31 +48,31 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
         size = -(-size // mesh.devices.size) * mesh.devices.size
     (xb, yb), mask = _to_blocks((x, y), size)
     if mesh is not None:
-        place = lambda a: jax.device_put(a, NamedSharding(mesh, PartitionSpec(None, "rows", *([None] * (a.ndim - 2)))))
+        def place(a):
+            return jax.device_put(a, NamedSharding(mesh, PartitionSpec(None, "rows", *([None] * (a.ndim - 2)))))
+
         xb, yb, mask = place(xb), place(yb), place(mask)
     return DataBlocks(xb, yb, mask, n)
 
 
-def data_sums(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask=None):
-    """Streamed sums over the data: S = K_CX K_XC (m, m), T = K_CX L_YC (m, m), J = sum(K_CX o L_CX).
+def stream(data: DataBlocks, block_fn, init):
+    """Sum ``block_fn(x_b, y_b, mask_b)`` (a pytree like ``init``) over the data blocks in one ``lax.scan``.
 
-    ``row_mask`` (m,) zeroes rows of unused compressed slots (herding buffers).
+    ``block_fn`` must zero padded rows (mask False). The body is checkpointed: reverse-mode autodiff recomputes a
+    block's kernel columns instead of storing them, so memory stays O(block work + size of ``init``).
     """
-    m = cx.shape[0]
-    row = jnp.ones(m) if row_mask is None else row_mask
-
     @jax.checkpoint
-    def block(carry, blk):
-        xb, yb, mb = blk
-        K = kernel_x._cross(cx, xb) * (row[:, None] * mb[None, :])
-        L = kernel_y._cross(cy, yb)
-        S, T, J = carry
-        return (S + K @ K.T, T + K @ L.T, J + jnp.sum(K * L)), None
+    def body(carry, blk):
+        return jax.tree.map(jnp.add, carry, block_fn(*blk)), None
 
-    dtype = jnp.result_type(float)
-    init = (jnp.zeros((m, m), dtype), jnp.zeros((m, m), dtype), jnp.zeros((), dtype))
-    (S, T, J), _ = lax.scan(block, init, (data.x, data.y, data.mask))
-    return S, T, J
+    total, _ = lax.scan(body, init, (data.x, data.y, data.mask))
+    return total
+
+
+def _masked_columns(kernel_x: Kernel, cx, xb, mb, row_mask):
+    """K = k(cx, x_b) (m, b) with padded data columns and unused compressed rows (row_mask False) zeroed."""
+    K = kernel_x._cross(cx, xb) * mb[None, :]
+    return K if row_mask is None else K * row_mask[:, None]
 
 
 def compressed_factor(kernel_x: Kernel, cx, ridge, row_mask=None):
@@ -85,22 +86,42 @@ def compressed_factor(kernel_x: Kernel, cx, ridge, row_mask=None):
     return L, ok
 
 
+def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask=None):
+    """sum_i sum_j k(cx_j, x_i) l(cy_j, y_i) over the data: O(n m) work, no m x m products."""
+    def block(xb, yb, mb):
+        return jnp.sum(_masked_columns(kernel_x, cx, xb, mb, row_mask) * kernel_y._cross(cy, yb))
+
+    return stream(data, block, jnp.zeros((), jnp.result_type(float)))
+
+
 def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
     """J(C) of eq. (5.2): JMMD^2(D, C) minus the data-data constant."""
     m = cx.shape[0]
-    _, _, cross = data_sums(data, kernel_x, kernel_y, cx, cy)
     self_term = jnp.sum(kernel_x._cross(cx, cx) * kernel_y._cross(cy, cy))
-    return self_term / m**2 - 2.0 * cross / (data.n * m)
+    return self_term / m**2 - 2.0 * _cross_sum(data, kernel_x, kernel_y, cx, cy) / (data.n * m)
+
+
+def _gram_sums(data: DataBlocks, kernel_x: Kernel, cx, response, row_mask=None):
+    """S = K_CX K_XC (m, m) and T = K_CX R^T (m, r) with R = response(y) (r, n), streamed over the blocks."""
+    m = cx.shape[0]
+
+    def block(xb, yb, mb):
+        K = _masked_columns(kernel_x, cx, xb, mb, row_mask)
+        return K @ K.T, K @ response(yb).T
+
+    dtype = jnp.result_type(float)
+    r = jax.eval_shape(response, data.y[0]).shape[0]
+    return stream(data, block, (jnp.zeros((m, m), dtype), jnp.zeros((m, r), dtype)))
 
 
 def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, lam_c, row_mask=None):
     """F(C) of eq. (5.3): the in-sample tower KCD^2 minus its constant c_hat, with W = (K_CC + m lam_C I)^{-1}.
 
-    F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed sums S, T. ``row_mask`` restricts C to the
-    marked slots (the ridge is then (number marked) * lam_C).
+    F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed S = K_CX K_XC and T = K_CX L_YC. ``row_mask``
+    restricts C to the marked slots (the ridge is then (number marked) * lam_C).
     """
     m = cx.shape[0] if row_mask is None else jnp.sum(row_mask)
-    S, T, _ = data_sums(data, kernel_x, kernel_y, cx, cy, row_mask)
+    S, T = _gram_sums(data, kernel_x, cx, lambda yb: kernel_y._cross(cy, yb), row_mask)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c, row_mask)
     WS = cho_solve_psd(L, S)
     WSW = cho_solve_psd(L, WS.T)
@@ -111,7 +132,7 @@ def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel
 def herding_terms(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
     """For one candidate z = (x, y): (kappa_bar(z), sum over chosen s of kappa(z, z_s), kappa(z, z))."""
     xz, yz = x[None], y[None]
-    _, _, mean_embedding = data_sums(data, kernel_x, kernel_y, xz, yz)
+    mean_embedding = _cross_sum(data, kernel_x, kernel_y, xz, yz)
     chosen = jnp.sum(kernel_x._cross(xz, cx)[0] * kernel_y._cross(yz, cy)[0] * row_mask)
     return mean_embedding / data.n, chosen, kernel_x._paired(xz, xz)[0] * kernel_y._paired(yz, yz)[0]
 
@@ -129,18 +150,11 @@ def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c
     ACKIP: M = A A^T, R = A E_Y (A = W K_CX), a = b = 2/n. JKIP: M = K_CC, R = K_CX E_Y, a = 2/m^2, b = 2/(nm).
     """
     m = cx.shape[0]
-
-    def block(carry, blk):
-        xb, yb, mb = blk
-        K = kernel_x._cross(cx, xb) * mb[None, :]
-        S, P = carry
-        return (S + K @ K.T, P + K @ (yb[:, None] == jnp.arange(n_classes)[None, :]).astype(K.dtype)), None
-
-    dtype = jnp.result_type(float)
-    (S, P), _ = lax.scan(block, (jnp.zeros((m, m), dtype), jnp.zeros((m, n_classes), dtype)),
-                         (data.x, data.y, data.mask))
-    if method == "jkip":
+    if method == "jkip":  # only K_CX E_Y: no m x m data sum
+        P = stream(data, lambda xb, yb, mb: _masked_columns(kernel_x, cx, xb, mb, None) @ onehot(yb, n_classes),
+                   jnp.zeros((m, n_classes), jnp.result_type(float)))
         return kernel_x._cross(cx, cx), P, 2.0 / m**2, 2.0 / (data.n * m)
+    S, P = _gram_sums(data, kernel_x, cx, lambda yb: onehot(yb, n_classes).T)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c)
     WS = cho_solve_psd(L, S)
     return cho_solve_psd(L, WS.T), cho_solve_psd(L, P), 2.0 / data.n, 2.0 / data.n
@@ -149,14 +163,14 @@ def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c
 def class_scores(terms, labels, n_classes: int):
     """s_j(c) for every slot j and class c with the other labels held fixed: (m, C)."""
     M, R, a, b = terms
-    E = (labels[:, None] == jnp.arange(n_classes)[None, :]).astype(M.dtype)
+    E = onehot(labels, n_classes)
     return a * (M @ E - jnp.diag(M)[:, None] * E) - b * R
 
 
 def label_sweep(terms, labels, n_classes: int):
     """One greedy coordinate-descent sweep j = 1..m over the labels; each change strictly lowers the objective."""
     M, R, a, b = terms
-    E = (labels[:, None] == jnp.arange(n_classes)[None, :]).astype(M.dtype)
+    E = onehot(labels, n_classes)
 
     def visit(j, state):
         labels, ME = state

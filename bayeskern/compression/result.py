@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import as_points
 from ..kernels.base import Kernel
 from ..kernels.serialise import kernel_from_state, kernel_state
 from .kcme import class_probabilities, conditional_expectation, kcme_weights
@@ -50,8 +51,7 @@ class CompressionResult:
 
     def weights(self, x_query):
         """KCME coefficients alpha(x) = (K_CC + m lam_C I)^{-1} k_C(x) at queries in the user's units: (m, N)."""
-        xq = (jnp.asarray(x_query, dtype=float).reshape(len(x_query), -1) - self.standardiser.x_mean) \
-            / self.standardiser.x_scale
+        xq = self.standardiser.transform_x(as_points(x_query, "x_query"))
         return kcme_weights(self.x, xq, self.kernel_x, self.lam_c)
 
     def conditional_expectation(self, h, x_query):

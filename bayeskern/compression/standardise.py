@@ -23,10 +23,13 @@ class Standardiser:
     y_mean: jax.Array | None
     y_scale: jax.Array | None
 
+    def transform_x(self, x):
+        """Features (n, d_x) in the user's units -> standardised units."""
+        return (x - self.x_mean) / self.x_scale
+
     def transform(self, x, y):
         """Data in the user's units -> standardised units."""
-        x = (x - self.x_mean) / self.x_scale
-        return x, y if self.y_mean is None else (y - self.y_mean) / self.y_scale
+        return self.transform_x(x), y if self.y_mean is None else (y - self.y_mean) / self.y_scale
 
     def inverse(self, x, y):
         """Standardised units -> the user's units."""
