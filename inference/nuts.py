@@ -18,6 +18,7 @@ from .diagnostics import Diagnostics, diagnose
 __all__ = ["MCMCResult", "run_nuts"]
 
 _BACKENDS = ("numpyro", "blackjax")
+_CHAIN_METHODS = ("vectorized", "sequential", "parallel")
 _CHUNK = 100
 
 
@@ -44,8 +45,14 @@ class MCMCResult:
 def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int = 4, num_warmup: int = 1000,
              num_samples: int = 1000, init_values: dict | None = None, target_accept: float = 0.8,
              max_tree_depth: int = 10, progress_bar: bool = True, rhat_max: float = 1.01, min_ess=None,
-             **model_kwargs) -> MCMCResult:
-    """Sample a NumPyro ``model(*model_args, **model_kwargs)`` with NUTS, chains vectorised on one device.
+             chain_method: str = "vectorized", **model_kwargs) -> MCMCResult:
+    """Sample a NumPyro ``model(*model_args, **model_kwargs)`` with NUTS.
+
+    ``chain_method`` (NumPyro backend): "vectorized" (default) runs the chains in lockstep under ``vmap`` on
+    one device, cheap for small models; "sequential" runs them one after another, faster for models whose
+    gradient is costly and branchy (e.g. the kernel Bayes filter: under ``vmap`` both sides of every
+    ``lax.cond`` are evaluated and each step waits for the slowest chain's tree); "parallel" uses one device
+    per chain. BlackJAX chains are always vectorised.
 
     ``backend="numpyro"``: ``MCMC(NUTS)`` with Stan-style warm-up (step size and diagonal mass
     matrix). ``"blackjax"``: ``blackjax.window_adaptation`` + ``blackjax.nuts`` on the same
@@ -61,11 +68,13 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
             raise ValueError(f"{name} must be a {'non-negative' if name == 'num_warmup' else 'positive'} integer, got {value}")
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+    if chain_method not in _CHAIN_METHODS:
+        raise ValueError(f"chain_method must be one of {_CHAIN_METHODS}, got {chain_method!r}")
     init = init_to_uniform(radius=2.0) if init_values is None else init_to_value(values=init_values)
     start = time.perf_counter()
     if backend == "numpyro":
         samples, stats = _run_numpyro(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
-                                      target_accept, max_tree_depth, progress_bar)
+                                      target_accept, max_tree_depth, progress_bar, chain_method)
     else:
         samples, stats = _run_blackjax(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
                                        target_accept, max_tree_depth, progress_bar)
@@ -77,9 +86,10 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     return MCMCResult(samples, idata, diagnostics, backend, wall)
 
 
-def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar):
+def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
+                 chain_method):
     kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method="vectorized",
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
                 progress_bar=progress_bar)
     mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob"), **kwargs)
     extra = mcmc.get_extra_fields(group_by_chain=True)

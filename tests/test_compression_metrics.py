@@ -83,7 +83,7 @@ def test_plug_in_amcmd2_forms_symmetry_zero_and_triangle(problem):
                for k in range(len(z))) / len(z)
     assert value == pytest.approx(trace_form, abs=1e-9) and value == pytest.approx(quad, abs=1e-9)
     assert float(amcmd2((cx, cy), (x, y), z, kx, ky, lam_q, lam_p)) == pytest.approx(value, abs=1e-12)
-    assert float(amcmd2((x, y), (x, y), z, kx, ky, lam_p, lam_p)) == 0.0
+    assert float(amcmd2((x, y), (x, y), z, kx, ky, lam_p, lam_p)) == pytest.approx(0.0, abs=1e-12)
     third = (rng.standard_normal((8, 2)), rng.standard_normal((8, 1)))
     d_pq = float(amcmd((x, y), (cx, cy), z, kx, ky, lam_p, lam_q))
     d_pr = float(amcmd((x, y), third, z, kx, ky, lam_p, lam_q))

@@ -85,3 +85,21 @@ def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
     assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
     pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)
     assert pred.draws.shape == (4, 20, 2) and np.all(np.isfinite(np.asarray(pred.draws)))
+
+
+def test_landmark_split_gives_a_nystrom_pseudo_likelihood_close_to_the_exact_one(small):
+    """With p landmarks the model's filters use Nystrom features: the potential converges to the exact one as p
+    grows (equal at p = all fit points up to the jitter) and its gradient stays finite, also at p = n_fit."""
+    seq, split = small
+    info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(split,))
+    z = info.param_info.z
+    exact = float(info.potential_fn(z))
+    errors = []
+    for p in (10, 25, split.X_fit.shape[0]):
+        landmark_split = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=p)
+        assert landmark_split.landmarks.shape == (p, 2)
+        fn = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(landmark_split,)).potential_fn
+        value, grad = jax.value_and_grad(fn)(z)
+        assert all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
+        errors.append(abs(float(value) - exact))
+    assert errors[2] < 1e-4 * abs(exact) and errors[2] <= errors[0]

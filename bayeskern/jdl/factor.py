@@ -50,7 +50,7 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     state = (jnp.zeros((n, width), d0.dtype), jnp.zeros((width, width), d0.dtype), jnp.zeros(width, jnp.int32),
              d0, jnp.zeros((), jnp.int32))
     threshold = tol * jnp.sum(d0)
-    floor = jnp.finfo(d0.dtype).eps * jnp.max(d0)  # numerical floor for the next pivot's Schur complement
+    floor = 100 * jnp.finfo(d0.dtype).eps * jnp.max(d0)  # round-off level of a Schur complement (any backend)
     while True:  # buffers double when full, so memory stays O(n m) for the rank m reached
         state = _factorise(kernel, X, threshold, floor, state)
         m = int(state[4])

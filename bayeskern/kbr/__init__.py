@@ -5,13 +5,17 @@ from .baselines import ekf_filter, kalman_filter
 from .features import (
     FeatureKernel,
     MLPFeatures,
+    NystromFeatures,
     RandomFourierFeatures,
     adaptive_feature_loss,
     init_mlp,
+    nystrom_features,
     random_fourier_features,
+    select_landmarks,
     train_features,
 )
-from .filter import ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, tune_kbf
+from .filter import ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, tune_feature_filter, tune_kbf
+from .networks import IMAGE_HIDDEN, ImageFeatures, init_image_mlp, train_image_features
 from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors
 from .readout import decode_mode, normalized_posterior_mean, posterior_expectation, posterior_mean, posterior_spread
 from .weights import (
@@ -27,8 +31,9 @@ from .weights import (
     kulsif_ratio,
 )
 
-__all__ = ["FeatureKernel", "MLPFeatures", "RandomFourierFeatures", "adaptive_feature_loss", "init_mlp",
-           "random_fourier_features", "train_features", "data", "ekf_filter", "kalman_filter", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+__all__ = ["FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeatures", "adaptive_feature_loss",
+           "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+           "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features",
            "filter_mse", "tune_kbf", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
            "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
            "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",

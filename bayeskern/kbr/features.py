@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import optax
 
 from .._validation import as_points, check_positive, check_same_length
+from ..jdl.factor import pivoted_cholesky
 from ..kernels.base import Kernel
-from ..linalg import spd_solve
+from ..linalg import jittered_cholesky, spd_solve, whiten
 from .weights import gram_coefficient
 
-__all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "init_mlp", "FeatureKernel",
-           "adaptive_feature_loss", "train_features"]
+__all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "init_mlp", "NystromFeatures",
+           "nystrom_features", "select_landmarks", "FeatureKernel", "adaptive_feature_loss", "train_features"]
 
 
 class RandomFourierFeatures(NamedTuple):
@@ -56,8 +57,42 @@ def init_mlp(key, sizes) -> MLPFeatures:
                              for k, a, b in zip(keys, sizes[:-1], sizes[1:])))
 
 
+class NystromFeatures(NamedTuple):
+    """psi(x) = L^{-1} k(landmarks, x) with L L^T = k(landmarks, landmarks) (+ a small jitter): psi(x) . psi(x')
+    is the Nystrom approximation of k(x, x'), exact (up to the jitter) whenever x or x' is a landmark."""
+
+    kernel: Kernel
+    landmarks: jax.Array  # (p, d)
+    factor: jax.Array  # (p, p) lower Cholesky factor of k(landmarks, landmarks)
+
+    def __call__(self, X):
+        """Features (n, p) of points X (n, d)."""
+        return whiten(self.factor, self.kernel._cross(self.landmarks, X)).T
+
+
+def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> NystromFeatures:
+    """Nystrom features of ``kernel`` on ``landmarks`` (p, d), factorising k(landmarks, landmarks) + jitter *
+    mean diagonal * I: traceable, and its gradients in the kernel's parameters stay finite however close the
+    landmarks are (the relative jitter bounds the factor's condition number)."""
+    landmarks = jnp.asarray(landmarks)
+    K = kernel._cross(landmarks, landmarks)
+    K = K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
+    return NystromFeatures(kernel, landmarks, jittered_cholesky(K)[0])
+
+
+def select_landmarks(kernel: Kernel, X, num: int):
+    """``num`` landmarks (num, d) from X (n, d): the first pivots of the pivoted Cholesky factorisation of
+    k(X, X) (greedy, space-filling in the kernel's metric; O(n num) kernel evaluations)."""
+    X = as_points(X, "X")
+    if not 1 <= num <= X.shape[0]:
+        raise ValueError(f"num must lie in [1, n = {X.shape[0]}], got {num}")
+    return X[pivoted_cholesky(kernel, X, tol=0.0, max_rank=num).pivots]
+
+
 class FeatureKernel(Kernel):
-    """The linear kernel on learned or random features: k(x, x') = psi(x) . psi(x')."""
+    """The linear kernel on learned, random or Nystrom features: k(x, x') = psi(x) . psi(x').
+
+    As a filter's observation kernel it makes the IW update O(T p^2) per step instead of O(T^3)."""
 
     _leaves = ("features",)
 

@@ -14,10 +14,12 @@ from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 from ..linalg import jittered_cholesky, spd_solve
+from .features import FeatureKernel
 from .loo import select_eta_loo, successor_priors
-from .weights import gram_factor, kbr_iw_weights, kbr_original_weights
+from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
-__all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "ETA_GRID", "LAMBDA_GRIDS", "filter_mse"]
+__all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID", "LAMBDA_GRIDS",
+           "filter_mse"]
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
@@ -56,7 +58,9 @@ class KernelBayesFilter:
         """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
 
         ``sigma_x`` is the Gaussian observation bandwidth, or any observation kernel (e.g.
-        ``kbr.FeatureKernel(psi)`` with features learned by ``kbr.train_features``: the IW(NN) filter).
+        ``kbr.FeatureKernel(psi)`` with features learned by ``kbr.train_features`` (the IW(NN) filter) or
+        Nystrom features ``kbr.nystrom_features(RBF(sigma), landmarks)``; with a FeatureKernel of p features the
+        IW update costs O(T p^2) per step instead of O(T^3).
 
         Operator-scale regularisers: lam (KBR), eta (KuLSIF), lam_prime (transition, default eta).
         Traceable: under ``jit``/``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky
@@ -111,12 +115,20 @@ class KernelBayesFilter:
 @partial(jax.jit, static_argnames="return_weights")
 def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
     """The recursion of spec §6.3, compiled once per filter structure and shapes."""
-    G_q = kbf.observation_gram(X_test).T  # (T~, T)
     T = kbf.Z.shape[0]
+    features = kbf.method == "iw" and isinstance(kbf.kernel_x, FeatureKernel)  # O(T p^2) updates
+    if features:
+        Psi = kbf.kernel_x.features(kbf.X)  # (T, p)
+        G_q = kbf.kernel_x.features(X_test)  # (T~, p): per-step features psi(x~_t)
+    else:
+        G_q = kbf.observation_gram(X_test).T  # (T~, T)
 
     def step(w_pred, g):
         gamma = kbf.K_eta @ w_pred
-        if kbf.method == "iw":
+        if features:
+            w = kbr_iw_weights_features(Psi, gamma, g[None, :], kbf.lam,
+                                        smooth_truncation=kbf.smooth_truncation).weights[:, 0]
+        elif kbf.method == "iw":
             w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
             w = w.weights[:, 0]
         else:
@@ -198,3 +210,35 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
     kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method)
     return TuneResult(kbf, c, lam, eta, {key: value[0] for key, value in scores.items()})
+
+
+def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["iw"], eta_grid=ETA_GRID,
+                        n_val: int = 200, num_priors: int = 20, k: int = 10) -> TuneResult:
+    """IW(NN) with the §6.4 protocol (spec §8.3): for every lam, ``train(X_fit, Z_fit, lam, sigma_z)`` learns
+    observation features psi (a callable (n, d_x) -> (n, p), e.g. :func:`bayeskern.kbr.train_image_features`
+    with lam equal to the KBR lam, §5), the IW filter on FeatureKernel(psi) filters the validation steps, and the
+    lam with the smallest validation MSE is refitted on all T pairs. sigma_z = c * median; eta by KuLSIF LOO.
+    """
+    require_x64("tune_feature_filter")
+    X, Z = _training_pairs(X, Z)
+    T = X.shape[0]
+    V = min(n_val, T // 2)
+    if T - V < k + 1:
+        raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
+                         f"fit pairs, need at least {k + 1}")
+    check_positive(c, "c")
+
+    def fitted(X, Z, lam):
+        sigma_z = c * median_heuristic(Z)
+        eta = _loo_eta(Z, sigma_z, eta_grid, num_priors, k)
+        psi = train(X, Z, lam, sigma_z)
+        return KernelBayesFilter.build(X, Z, FeatureKernel(psi), sigma_z, lam, eta), eta
+
+    scores = {}
+    for lam in lam_grid:
+        check_positive(lam, "lam")
+        kbf, _ = fitted(X[: T - V], Z[: T - V], lam)
+        scores[(float(c), float(lam))] = filter_mse(kbf.filter(X[T - V:]), Z[T - V:])
+    (_, lam), _ = min(scores.items(), key=lambda item: item[1])
+    kbf, eta = fitted(X, Z, lam)
+    return TuneResult(kbf, float(c), lam, eta, scores)
