@@ -87,5 +87,23 @@ def spd_solve(A, B):
     Differentiated as a linear solve (``lax.custom_linear_solve``): the adjoint reuses the factor, so a
     gradient costs O(n^2) more per right-hand side instead of differentiating the O(n^3) factorisation.
     """
-    L = lax.stop_gradient(jittered_cholesky(A)[0])
+    L = _jittered_cholesky_loop(lax.stop_gradient(A))
     return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: cho_solve_psd(L, R), symmetric=True)
+
+
+def _jittered_cholesky_loop(A, jitter: float = 1e-10, max_tries: int = 8):
+    """:func:`jittered_cholesky`'s factor by a ``while_loop`` (not differentiable, cheap under ``vmap``: a batch
+    runs only the attempts some member needs, where the differentiable ``lax.cond`` chain evaluates all of them)."""
+    A = 0.5 * (A + A.T)
+    scale = jnp.maximum(jnp.mean(jnp.diag(A)), jnp.finfo(A.dtype).tiny)
+    eye = jnp.eye(A.shape[0], dtype=A.dtype)
+
+    def failed(state):
+        t, L = state
+        return ~jnp.all(jnp.isfinite(L)) & (t < max_tries)
+
+    def retry(state):
+        t = state[0] + 1
+        return t, jnp.linalg.cholesky(A + jitter * 10.0 ** (t - 1) * scale * eye)
+
+    return lax.while_loop(failed, retry, (0, jnp.linalg.cholesky(A)))[1]

@@ -116,9 +116,10 @@ def test_acceptance_compression_heteroscedastic_a1_to_a4(tmp_path):
 
 
 @pytest.mark.slow
-def test_acceptance_jdl_second_moments_structure(tmp_path):
-    """JDL issue acceptance 3 (part): 5.1 at n = 1000, d = 1, 2, 3 — the hard gates of spec §14.2 on test points."""
-    results = _load("jdl_second_moments").main(tmp_path, dims=(1, 2, 3), n=1000, reps=2)
+@pytest.mark.parametrize("n, reps", [(1000, 2), (10_000, 1)])
+def test_acceptance_jdl_second_moments_structure(tmp_path, n, reps):
+    """JDL issue acceptance 3: 5.1 at n = 1e3 and 1e4, d = 1, 2, 3 — the hard gates of spec §14.2 on test points."""
+    results = _load("jdl_second_moments").main(tmp_path, dims=(1, 2, 3), n=n, reps=reps)
     for d, runs in results.items():
         for r in runs:
             for name in ("JDL-unc", "JDL-con", "JDL-grid", "JPDL-unc"):
@@ -127,3 +128,17 @@ def test_acceptance_jdl_second_moments_structure(tmp_path):
             assert r["CME-unc"]["norm_error"] > 1e-3  # the CME is not normalised
             assert r["JDL-unc"]["loss"] <= 1.05 * r["IND"]["loss"]
     assert (tmp_path / "jdl_second_moments.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_acceptance_jdl_classification_structure(tmp_path):
+    """JDL issue, experiment 5.2 (spec §13.5, P9): constrained JDL gives proper probabilities (no negative
+    probability, no undefined conditional) and, shrunk towards independence (§14.3), stays at the base rate's
+    loss; every model's loss (32) is finite."""
+    results = _load("jdl_classification").main(tmp_path, dims=(1, 5), n=1000, reps=2)
+    for runs in results.values():
+        for r in runs:
+            assert r["JDL-con"]["negative"] == 0.0 and r["JDL-con"]["undefined"] == 0.0
+            assert r["JDL-con"]["loss"] <= 1.05 * r["IND"]["loss"]
+            assert all(np.isfinite(v["loss"]) for v in r.values())
+    assert (tmp_path / "jdl_classification.png").stat().st_size > 10_000

@@ -94,16 +94,16 @@ def test_feature_kernel_filter_uses_the_low_rank_update_and_equals_the_dense_fil
 
 @pytest.fixture(scope="module")
 def small_sprites():
-    return kbr.data.sprite_sequence(120, jax.random.key(5), T_test=30, size=32)
+    return kbr.data.sprite_sequence(80, jax.random.key(5), T_test=20, size=32)
 
 
 def test_image_network_is_spectrally_normalised_with_frozen_batch_norm(small_sprites):
     seq = small_sprites
-    kw = dict(lam=1e-3, sigma_z=0.8, num_features=8, hidden=(64, 32, 16), steps=40)
+    kw = dict(lam=1e-3, sigma_z=0.8, num_features=8, hidden=(32, 16, 16), steps=30)
     net, trace = kbr.train_image_features(jax.random.key(6), seq.X, seq.Z, **kw)
     trace = np.asarray(trace)
-    assert trace.shape == (40,) and np.all(np.isfinite(trace)) and trace[-1] < trace[0]
-    assert [W.shape for W, _ in net.layers] == [(1024, 64), (64, 32), (32, 16), (16, 8)]
+    assert trace.shape == (30,) and np.all(np.isfinite(trace)) and trace[-1] < trace[0]
+    assert [W.shape for W, _ in net.layers] == [(1024, 32), (32, 16), (16, 16), (16, 8)]
     for W, _ in net.layers:  # one power iteration per step converges to the top singular vector
         assert np.linalg.norm(np.asarray(W), 2) == pytest.approx(1.0, abs=0.05)
     # inference-mode batch norm: the frozen statistics are the training batch's, so on the training images the
@@ -113,7 +113,7 @@ def test_image_network_is_spectrally_normalised_with_frozen_batch_norm(small_spr
     normalised = (H - mean) / jnp.sqrt(var + 1e-5) * scale + offset
     np.testing.assert_allclose(normalised.mean(0), offset, atol=1e-8)
     Psi = net(seq.X)
-    assert Psi.shape == (120, 8) and bool(jnp.all(Psi >= 0))
+    assert Psi.shape == (80, 8) and bool(jnp.all(Psi >= 0))
     # dropout is a training-time regulariser: deterministic given the key, different from no dropout
     a = kbr.train_image_features(jax.random.key(6), seq.X, seq.Z, dropout=0.5, **kw)[0](seq.X)
     b = kbr.train_image_features(jax.random.key(6), seq.X, seq.Z, dropout=0.5, **kw)[0](seq.X)
@@ -130,17 +130,17 @@ def test_feature_filter_tuning_validates_lambda_and_refits(small_sprites):
     def train(X, Z, lam, sigma_z):
         calls.append((X.shape[0], lam))
         return kbr.train_image_features(jax.random.key(7), X, Z, lam=lam, sigma_z=sigma_z, num_features=8,
-                                        hidden=(32, 16, 16), steps=20)[0]
+                                        hidden=(16, 8, 8), steps=10)[0]
 
-    tuned = kbr.tune_feature_filter(seq.X, seq.Z, train, lam_grid=(1e-3, 1e-1), n_val=40, num_priors=5)
-    assert calls == [(80, 1e-3), (80, 1e-1), (120, tuned.lam)]
+    tuned = kbr.tune_feature_filter(seq.X, seq.Z, train, lam_grid=(1e-3, 1e-1), n_val=30, num_priors=5)
+    assert calls == [(50, 1e-3), (50, 1e-1), (80, tuned.lam)]
     assert tuned.lam == min(tuned.validation_mse, key=tuned.validation_mse.get)[1]
-    assert isinstance(tuned.filter.kernel_x, kbr.FeatureKernel) and tuned.filter.X.shape == (120, 1024)
+    assert isinstance(tuned.filter.kernel_x, kbr.FeatureKernel) and tuned.filter.X.shape == (80, 1024)
     # a validation score is the MSE of the filter built directly from the same features
-    X_fit, Z_fit = seq.X[:80], seq.Z[:80]
+    X_fit, Z_fit = seq.X[:50], seq.Z[:50]
     sigma_z = float(kbr.filter.median_heuristic(Z_fit))
     eta = kbr.filter._loo_eta(Z_fit, sigma_z, kbr.ETA_GRID, 5, 10)
     kbf = kbr.KernelBayesFilter.build(X_fit, Z_fit, kbr.FeatureKernel(train(X_fit, Z_fit, 1e-1, sigma_z)), sigma_z,
                                       1e-1, eta)
-    assert tuned.validation_mse[(1.0, 0.1)] == pytest.approx(kbr.filter_mse(kbf.filter(seq.X[80:]), seq.Z[80:]),
+    assert tuned.validation_mse[(1.0, 0.1)] == pytest.approx(kbr.filter_mse(kbf.filter(seq.X[50:]), seq.Z[50:]),
                                                              rel=1e-9)
