@@ -95,11 +95,11 @@ def test_landmark_split_gives_a_nystrom_pseudo_likelihood_close_to_the_exact_one
     z = info.param_info.z
     exact = float(info.potential_fn(z))
     errors = []
-    for p in (10, 25, split.X_fit.shape[0]):
+    for p in (10, split.X_fit.shape[0]):
         landmark_split = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=p)
         assert landmark_split.landmarks.shape == (p, 2)
         fn = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(landmark_split,)).potential_fn
         value, grad = jax.value_and_grad(fn)(z)
         assert all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
         errors.append(abs(float(value) - exact))
-    assert errors[2] < 1e-4 * abs(exact) and errors[2] <= errors[0]
+    assert errors[1] < 1e-4 * abs(exact) and errors[1] <= errors[0]
