@@ -31,14 +31,7 @@ def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     the jitter actually added, and whether a finite factor was found. Traceable
     and differentiable (``jit``, ``grad``, ``vmap``).
     """
-    A = 0.5 * (A + A.T)
-    scale = jnp.maximum(jnp.mean(jnp.diag(A)), jnp.finfo(A.dtype).tiny)
-    eye = jnp.eye(A.shape[0], dtype=A.dtype)
-
-    def attempt(t):
-        added = jitter * 10.0 ** (t - 1) * scale if t > 0 else jnp.zeros((), A.dtype)
-        L = jnp.linalg.cholesky(A + added * eye)
-        return L, added, jnp.all(jnp.isfinite(L))
+    attempt = _attempts(A, jitter)
 
     # unrolled lax.cond chain (not a while_loop) so reverse-mode autodiff goes through
     L, added, ok = attempt(0)
@@ -91,19 +84,31 @@ def spd_solve(A, B):
     return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: cho_solve_psd(L, R), symmetric=True)
 
 
-def _jittered_cholesky_loop(A, jitter: float = 1e-10, max_tries: int = 8):
-    """:func:`jittered_cholesky`'s factor by a ``while_loop`` (not differentiable, cheap under ``vmap``: a batch
-    runs only the attempts some member needs, where the differentiable ``lax.cond`` chain evaluates all of them)."""
+def _attempts(A, jitter):
+    """attempt(t) -> (L, added, ok): Cholesky of sym(A) + added I, added = jitter 10^(t-1) mean(diag A) (0 at t = 0)."""
     A = 0.5 * (A + A.T)
     scale = jnp.maximum(jnp.mean(jnp.diag(A)), jnp.finfo(A.dtype).tiny)
     eye = jnp.eye(A.shape[0], dtype=A.dtype)
 
+    def attempt(t):
+        added = jnp.where(t > 0, jitter * 10.0 ** (t - 1) * scale, 0.0).astype(A.dtype)
+        L = jnp.linalg.cholesky(A + added * eye)
+        return L, added, jnp.all(jnp.isfinite(L))
+
+    return attempt
+
+
+def _jittered_cholesky_loop(A, jitter: float = 1e-10, max_tries: int = 8):
+    """:func:`jittered_cholesky`'s factor by a ``while_loop`` (not differentiable, cheap under ``vmap``: a batch
+    runs only the attempts some member needs, where the differentiable ``lax.cond`` chain evaluates all of them)."""
+    attempt = _attempts(A, jitter)
+
     def failed(state):
-        t, L = state
-        return ~jnp.all(jnp.isfinite(L)) & (t < max_tries)
+        t, _, ok = state
+        return ~ok & (t < max_tries)
 
     def retry(state):
         t = state[0] + 1
-        return t, jnp.linalg.cholesky(A + jitter * 10.0 ** (t - 1) * scale * eye)
+        return (t,) + attempt(t)[::2]
 
-    return lax.while_loop(failed, retry, (0, jnp.linalg.cholesky(A)))[1]
+    return lax.while_loop(failed, retry, (0,) + attempt(0)[::2])[1]

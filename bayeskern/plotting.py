@@ -4,7 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "save_figure"]
+__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
+           "save_figure"]
 
 
 def save_figure(fig, path, dpi: int = 120) -> Path:
@@ -17,6 +18,18 @@ def save_figure(fig, path, dpi: int = 120) -> Path:
     fig.savefig(path, dpi=dpi)
     plt.close(fig)
     return path
+
+
+def plot_ranges(ax, groups: dict, names):
+    """Mean and min-max range per name over repetitions, one offset series per group.
+
+    groups: {label: (reps, len(names)) values}; the x axis is labelled with ``names``."""
+    for i, (label, values) in enumerate(groups.items()):
+        values = np.asarray(values)
+        mean = values.mean(0)
+        pos = np.arange(len(names)) + 0.25 * (i - (len(groups) - 1) / 2)
+        ax.errorbar(pos, mean, yerr=[mean - values.min(0), values.max(0) - mean], fmt="o", capsize=3, label=label)
+    ax.set_xticks(np.arange(len(names)), names, rotation=30)
 
 
 def plot_null_distribution(ax, result, label: str = "statistic"):

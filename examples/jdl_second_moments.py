@@ -26,7 +26,7 @@ import bayeskern as bk
 from bayeskern.jdl import LowRankCME, fit_cme, fit_jdl, fit_jpdl, jdl_bases
 from bayeskern.jdl.data import gaussian_pairs, gaussian_second_moment, random_correlation
 from bayeskern.jdl.metrics import negative_weight_share, non_psd_share, relative_moment_loss
-from bayeskern.plotting import save_figure
+from bayeskern.plotting import plot_ranges, save_figure
 
 MODELS = ("JDL-unc", "JDL-con", "JDL-grid", "JPDL-unc", "CME-unc", "CME-con", "IND")
 SIGMAS = (0.5, 1.0, 2.0, 4.0)  # times sqrt(d)
@@ -121,12 +121,7 @@ def main(out_dir="examples-out", dims=(1, 2, 3), n=1000, reps=5, seed=0, **kwarg
         print(f"d = {d}: JDL-unc loss <= CME-unc loss in {wins:.0%} of repetitions")
     fig, ax = plt.subplots(figsize=(9, 4))
     names = [m for m in MODELS if m in results[dims[0]][0]]
-    for i, d in enumerate(dims):
-        losses = np.array([[r[m]["loss"] for m in names] for r in results[d]])
-        pos = np.arange(len(names)) + 0.25 * (i - (len(dims) - 1) / 2)
-        ax.errorbar(pos, losses.mean(0), yerr=[losses.mean(0) - losses.min(0), losses.max(0) - losses.mean(0)],
-                    fmt="o", capsize=3, label=f"d = {d}")
-    ax.set_xticks(np.arange(len(names)), names)
+    plot_ranges(ax, {f"d = {d}": [[r[m]["loss"] for m in names] for r in results[d]] for d in dims}, names)
     ax.set(yscale="log", ylabel="loss (31)", title=f"conditional second moments, n = {n}")
     ax.legend()
     print(f"figure: {save_figure(fig, Path(out_dir) / 'jdl_second_moments.png')}")

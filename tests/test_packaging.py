@@ -76,3 +76,22 @@ def test_blobs_generator_matches_its_design():
     assert xp.shape == xq.shape == (20000, 1)
     assert np.var(xq) == pytest.approx(1.0, rel=0.05)
     assert np.mean(np.abs(xq)) == pytest.approx(np.sqrt(0.5), rel=0.05)
+
+
+def test_plot_ranges_draws_mean_and_min_max_per_group():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from bayeskern.plotting import plot_ranges
+
+    fig, ax = plt.subplots()
+    plot_ranges(ax, {"a": [[1.0, 4.0], [3.0, 2.0]], "b": [[0.0, 1.0], [2.0, 1.0]]}, ["m1", "m2"])
+    (line_a, _, (bars_a,)), _ = ax.containers
+    np.testing.assert_allclose(line_a.get_ydata(), [2.0, 3.0])  # means over repetitions
+    np.testing.assert_allclose(line_a.get_xdata(), [-0.125, 0.875])  # groups offset around each name
+    segments = np.array([seg[:, 1] for seg in bars_a.get_segments()])
+    np.testing.assert_allclose(segments, [[1.0, 3.0], [2.0, 4.0]])  # min-max ranges
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["m1", "m2"]
+    plt.close(fig)

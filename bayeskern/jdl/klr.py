@@ -1,6 +1,7 @@
 """Low-rank kernel logistic regression on the Algorithm-1 basis (spec jdl.md §11), a JDL comparator."""
 
 import dataclasses
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -50,8 +51,16 @@ def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_r
         raise ValueError(f"lam must be positive, got {lam}")
     if basis is None:
         basis = rotate(pivoted_cholesky(kernel_x, X, tol=tol, max_rank=max_rank), X)
-    n = X.shape[0]
-    scaled = lambda c: _penalised_loss(c, basis.A, labels, lam) / n  # noqa: E731  (O(1) scale for the tolerance)
-    solver = jaxopt.LBFGS(scaled, maxiter=5000, tol=gtol)
-    coef = solver.run(jnp.zeros(basis.A.shape[1], X.dtype)).params
+    coef = _fit_coef(basis.A, labels, jnp.asarray(lam, X.dtype), gtol)
     return LowRankKLR(kernel_x, basis, coef, float(lam))
+
+
+def _scaled_loss(coef, A, labels, lam):
+    return _penalised_loss(coef, A, labels, lam) / A.shape[0]  # O(1) scale for the tolerance
+
+
+@partial(jax.jit, static_argnames="gtol")
+def _fit_coef(A, labels, lam, gtol):
+    """L-BFGS on the penalised log-loss, compiled once per basis shape (not once per call)."""
+    return jaxopt.LBFGS(_scaled_loss, maxiter=5000, tol=gtol).run(jnp.zeros(A.shape[1], A.dtype), A, labels,
+                                                                  lam).params

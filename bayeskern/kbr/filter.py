@@ -175,6 +175,16 @@ class TuneResult(NamedTuple):
     validation_mse: dict
 
 
+def _validation_split(X, Z, n_val, k):
+    """(X_fit, Z_fit, X_val, Z_val): the last V = min(n_val, T // 2) steps validate (spec §6.4)."""
+    T = X.shape[0]
+    V = min(n_val, T // 2)
+    if T - V < k + 1:
+        raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
+                         f"fit pairs, need at least {k + 1}")
+    return X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]
+
+
 def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
     G_Z = RBF(sigma_z)._cross(Z, Z)
     return select_eta_loo(G_Z, successor_priors(Z, num_priors, k), eta_grid)[0]
@@ -190,12 +200,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     lam_grid = LAMBDA_GRIDS[method] if lam_grid is None else lam_grid
-    T = X.shape[0]
-    V = min(n_val, T // 2)
-    if T - V < k + 1:
-        raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
-                         f"fit pairs, need at least {k + 1}")
-    X_fit, Z_fit, X_val, Z_val = X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]
+    X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
     med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
     scores = {}
     for c in c_grid:
@@ -221,11 +226,7 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     """
     require_x64("tune_feature_filter")
     X, Z = _training_pairs(X, Z)
-    T = X.shape[0]
-    V = min(n_val, T // 2)
-    if T - V < k + 1:
-        raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
-                         f"fit pairs, need at least {k + 1}")
+    X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
     check_positive(c, "c")
 
     def fitted(X, Z, lam):
@@ -237,8 +238,8 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     scores = {}
     for lam in lam_grid:
         check_positive(lam, "lam")
-        kbf, _ = fitted(X[: T - V], Z[: T - V], lam)
-        scores[(float(c), float(lam))] = filter_mse(kbf.filter(X[T - V:]), Z[T - V:])
+        kbf, _ = fitted(X_fit, Z_fit, lam)
+        scores[(float(c), float(lam))] = filter_mse(kbf.filter(X_val), Z_val)
     (_, lam), _ = min(scores.items(), key=lambda item: item[1])
     kbf, eta = fitted(X, Z, lam)
     return TuneResult(kbf, float(c), lam, eta, scores)

@@ -71,21 +71,20 @@ def _spectral(W, u):
 
 
 def _forward(params, vectors, X, key, dropout: float):
-    """Training-mode pass: (features, new power-iteration vectors, batch mean and variance of the BN layer)."""
-    H, new_vectors, stats = X, [], None
+    """Training-mode pass (batch statistics in the batch norm): (features, new power-iteration vectors)."""
+    H, new_vectors = X, []
     last = len(params["layers"]) - 1
     for i, ((W, b), u) in enumerate(zip(params["layers"], vectors)):
         W, u = _spectral(W, u)
         new_vectors.append(u)
         H = H @ W + b
         if i == _BN_LAYER:
-            stats = (jnp.mean(H, axis=0), jnp.var(H, axis=0))
-            H = _normalise(H, *params["batch_norm"], *stats)
+            H = _normalise(H, *params["batch_norm"], jnp.mean(H, axis=0), jnp.var(H, axis=0))
         H = jax.nn.relu(H)
         if dropout > 0 and i < last:
             key, sub = jax.random.split(key)
             H = jnp.where(jax.random.bernoulli(sub, 1.0 - dropout, H.shape), H / (1.0 - dropout), 0.0)
-    return H, tuple(new_vectors), stats
+    return H, tuple(new_vectors)
 
 
 def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hidden=IMAGE_HIDDEN,
@@ -108,7 +107,7 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
 
     def loss(params, vectors, key):
-        Psi, vectors, _ = _forward(params, vectors, X, key, dropout)
+        Psi, vectors = _forward(params, vectors, X, key, dropout)
         return adaptive_feature_loss(Psi, Phi, lam), vectors
 
     @jax.jit
