@@ -5,9 +5,11 @@ divergences, test MSE ratio and 90% predictive-band coverage.
 
 The pseudo-likelihood's filters use Nystrom observation features on --landmarks fit observations (O(T p^2)
 per filter step instead of O(T^3); 0 = the exact filter); predictive filtering refits the exact filter on all T.
+--compress m instead builds them on m ACKIP-compressed fit transitions (models.compress_split; O(m^3) per
+gradient, no landmarks): issue 7, acceptance 2 compares it with the full training set.
 
 Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 40] [--chains 2] [--warmup 300]
-     [--samples 300]   (the spec's CPU setting; --T 500 --n-val 200 is its GPU setting)
+     [--samples 300] [--compress 40]   (the spec's CPU setting; --T 500 --n-val 200 is its GPU setting)
 """
 
 import argparse
@@ -19,7 +21,7 @@ import numpy as np
 import bayeskern as bk
 from bayeskern import kbr
 from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
-from bayeskern.models import kbf_hyper_model, split_for_validation
+from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 from _common import machine_line
 
 
@@ -28,6 +30,8 @@ def main():
     parser.add_argument("--T", type=int, default=300)
     parser.add_argument("--n-val", type=int, default=100)
     parser.add_argument("--landmarks", type=int, default=40)
+    parser.add_argument("--compress", type=int, default=0, help="ACKIP-compressed fit transitions (0: none)")
+    parser.add_argument("--compress-steps", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--samples", type=int, default=300)
@@ -35,15 +39,22 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     bk.enable_x64()
-    print(machine_line(f"rotation, T = {args.T}, V = {args.n_val}, landmarks {args.landmarks or 'none (exact)'}"),
-          flush=True)
+    setting = (f"ACKIP-compressed to m = {args.compress} transitions" if args.compress else
+               f"landmarks {args.landmarks or 'none (exact)'}")
+    print(machine_line(f"rotation, T = {args.T}, V = {args.n_val}, {setting}"), flush=True)
     seq = kbr.data.circle_dynamics(args.T, jax.random.key(args.seed), setting="rotation")
     start = time.perf_counter()
     tuned = kbr.tune_kbf(seq.X, seq.Z, method="iw", n_val=args.n_val)
     grid_mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
     print(f"grid filter: c = {tuned.c}, lam = {tuned.lam}, eta = {tuned.eta}, test MSE {grid_mse:.4f} "
           f"({time.perf_counter() - start:.1f} s)", flush=True)
-    split = split_for_validation(seq.X, seq.Z, n_val=args.n_val, num_landmarks=args.landmarks or None)
+    split = split_for_validation(seq.X, seq.Z, n_val=args.n_val,
+                                 num_landmarks=None if args.compress else args.landmarks or None)
+    if args.compress:
+        start = time.perf_counter()
+        split = compress_split(split, args.compress, key=jax.random.key(args.seed + 3), num_steps=args.compress_steps)
+        print(f"ACKIP compression of {seq.X.shape[0] - args.n_val - 1} transitions to {args.compress}: "
+              f"{time.perf_counter() - start:.1f} s", flush=True)
     run = run_nuts(kbf_hyper_model, split, key=jax.random.key(args.seed + 1), num_chains=args.chains,
                    num_warmup=args.warmup, num_samples=args.samples, init_values=kbf_init_values(tuned, 2),
                    target_accept=0.85, max_tree_depth=args.depth, rhat_max=1.05, min_ess=1,

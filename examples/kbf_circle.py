@@ -4,7 +4,8 @@ Latent z_t on a noisy circle (rotation: omega = 0.3; oscillatory: omega = 0.4, b
 observed as x_t = z_t + N(0, 0.2^2 I). IW-KBF and original KBF are tuned by the §6.4 protocol (median
 bandwidth multiplier and lam by validation on the last 200 training steps, eta by the KuLSIF LOO) on
 T = 500 training steps and filter the next 200; the EKF knows the true dynamics and noise levels.
-Figure: test MSE per method and setting, and the first latent coordinate of one test run.
+The static reference E[z_t | x_t] of a JDL fit (kbr.jdl_regression: no dynamics) shows what the filters gain
+from the transition model. Figure: test MSE per method and setting, and the first latent coordinate of one test run.
 
 Run: python examples/kbf_circle.py [--runs 5] [--T 500] [--out examples-out]
 """
@@ -24,11 +25,11 @@ import bayeskern as bk
 from bayeskern import kbr
 from bayeskern.plotting import save_figure
 
-METHODS = ("EKF", "IW-KBF", "original KBF", "raw observations")
+METHODS = ("EKF", "IW-KBF", "original KBF", "raw observations", "JDL E[z | x]")
 
 
 def run_once(setting, key, *, T=500, T_test=200, amp_phase="current"):
-    """Test MSEs (EKF, IW, original, raw) and the filtered traces of one run."""
+    """Test MSEs (EKF, IW, original, raw, JDL reference) and the filtered traces of one run."""
     seq = kbr.data.circle_dynamics(T, key, T_test=T_test, setting=setting, amp_phase=amp_phase)
     f, jac = kbr.data.circle_transition(setting, amp_phase)
     noise = 0.04 * jnp.eye(2)
@@ -36,6 +37,7 @@ def run_once(setting, key, *, T=500, T_test=200, amp_phase="current"):
     for name, method in (("IW-KBF", "iw"), ("original KBF", "original")):
         traces[name] = kbr.tune_kbf(seq.X, seq.Z, method=method).filter.filter(seq.X_test)
     traces["raw observations"] = seq.X_test
+    traces["JDL E[z | x]"] = kbr.jdl_regression(seq.X, seq.Z).conditional_expectation(seq.X_test).mean
     return np.array([kbr.filter_mse(traces[m], seq.Z_test) for m in METHODS]), traces, seq
 
 
@@ -67,7 +69,7 @@ def main(out, runs=5, settings=("rotation", "oscillatory"), T=500, seed=0):
         t = np.arange(seq.Z_test.shape[0])
         ax.plot(t, seq.Z_test[:, 0], "k-", lw=1.5, label="latent")
         ax.plot(t, seq.X_test[:, 0], ".", color="0.6", ms=3, label="observation")
-        for m in METHODS[:3]:
+        for m in METHODS[:3] + METHODS[4:]:
             ax.plot(t, traces[m][:, 0], lw=1, label=m)
         ax.set(xlabel="test step", ylabel="first coordinate", title=setting)
         ax.set_xlim(0, 60)

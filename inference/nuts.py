@@ -128,13 +128,17 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
 
     warm_key, sample_key = jax.random.split(keys[0])
     state, parameters = warm_up(jax.random.split(warm_key, chains), z0)
-    step_keys = jax.random.split(sample_key, (chains, draws))
+    # sampling in equal compiled chunks of at most _CHUNK transitions (a progress bar, a bounded compiled-loop
+    # length and one compilation: the last chunk may run past `draws`, its extra transitions are dropped)
+    num_chunks = -(-draws // _CHUNK)
+    chunk = -(-draws // num_chunks)
+    step_keys = jax.random.split(sample_key, (chains, num_chunks * chunk))
     traces = []
-    # sampling in compiled chunks of _CHUNK transitions (a progress bar; bounded compiled-loop length)
-    for start in tqdm(range(0, draws, _CHUNK), desc="NUTS (blackjax)", disable=not progress_bar, leave=False):
-        state, trace = sample_chunk(state, parameters, step_keys[:, start:start + _CHUNK])
+    for start in tqdm(range(0, num_chunks * chunk, chunk), desc="NUTS (blackjax)", disable=not progress_bar,
+                      leave=False):
+        state, trace = sample_chunk(state, parameters, step_keys[:, start:start + chunk])
         traces.append(trace)
-    positions, divergent, steps, accept = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1), *traces)
+    positions, divergent, steps, accept = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1)[:, :draws], *traces)
     flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), positions)
     constrained = jax.jit(lambda f: jax.lax.map(postprocess_fn, f))(flat)  # sequential: re-runs the model per draw
     samples = jax.tree.map(lambda a: a.reshape((chains, draws) + a.shape[1:]), constrained)

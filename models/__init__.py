@@ -1,6 +1,6 @@
 """NumPyro models of bayeskern (installed as ``bayeskern.models``)."""
 
 from .bke import bke_model
-from .kbf import FilterSplit, kbf_hyper_model, split_for_validation
+from .kbf import FilterSplit, compress_split, kbf_hyper_model, split_for_validation
 
-__all__ = ["bke_model", "kbf_hyper_model", "FilterSplit", "split_for_validation"]
+__all__ = ["bke_model", "kbf_hyper_model", "FilterSplit", "split_for_validation", "compress_split"]

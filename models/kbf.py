@@ -13,7 +13,7 @@ from bayeskern.kbr.filter import KernelBayesFilter
 from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
 
-__all__ = ["FilterSplit", "split_for_validation", "kbf_hyper_model", "HYPER_PRIORS"]
+__all__ = ["FilterSplit", "split_for_validation", "compress_split", "kbf_hyper_model", "HYPER_PRIORS"]
 
 # (mean, sd) of the normal priors on the log hyperparameters (operator scale)
 HYPER_PRIORS = {
@@ -27,8 +27,9 @@ HYPER_PRIORS = {
 
 
 class FilterSplit(NamedTuple):
-    """Fit pairs (steps 1..T-V), validation pairs (the last V steps), the fit medians (constants) and optional
-    observation landmarks (p, d_x) for a Nystrom-feature filter."""
+    """Fit pairs (steps 1..T-V), validation pairs (the last V steps), the fit medians (constants), optional
+    observation landmarks (p, d_x) for a Nystrom-feature filter, and optional transition sources Z_prev (m, d_z)
+    when the fit pairs are m compressed transitions Z_prev[j] -> (Z_fit[j], X_fit[j]) (:func:`compress_split`)."""
 
     X_fit: jax.Array
     Z_fit: jax.Array
@@ -37,6 +38,7 @@ class FilterSplit(NamedTuple):
     median_x: jax.Array
     median_z: jax.Array
     landmarks: jax.Array | None = None
+    Z_prev: jax.Array | None = None
 
 
 def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landmarks: int | None = None,
@@ -60,6 +62,29 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landm
     landmarks = None if num_landmarks is None else select_landmarks(RBF(landmark_scale * median_x), X_fit,
                                                                     num_landmarks)
     return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], median_x, median_heuristic(Z_fit), landmarks)
+
+
+def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, lam_c=None,
+                   progress_bar: bool = False) -> FilterSplit:
+    """Compress the fit trajectory's T_fit - 1 transitions z_t -> (z_{t+1}, x_{t+1}) to m triples by ACKIP
+    (spec compression.md §5.3: the compressed conditional mean embedding of (z', x') given z fits the data's), so
+    that :func:`kbf_hyper_model` builds its filters on m atoms: O(m^3) per NUTS gradient instead of O(T_fit^3).
+
+    Validation pairs and the fit medians (the bandwidth units) are kept; landmarks are dropped.
+    """
+    if split.Z_prev is not None:
+        raise ValueError("split is already compressed")
+    n = split.Z_fit.shape[0] - 1
+    if not 2 <= m < n:
+        raise ValueError(f"m must lie in [2, {n}) (the fit transitions), got {m}")
+    from bayeskern.compression import ackip
+
+    d_z = split.Z_fit.shape[1]
+    result = ackip(split.Z_fit[:-1], jnp.hstack([split.Z_fit[1:], split.X_fit[1:]]), m, key=key,
+                   num_steps=num_steps, lam_c=lam_c, progress_bar=progress_bar)
+    nxt = jnp.asarray(result.y_original)
+    return split._replace(X_fit=nxt[:, d_z:], Z_fit=nxt[:, :d_z], landmarks=None,
+                          Z_prev=jnp.asarray(result.x_original))
 
 
 def _normal(name, method=None):
@@ -88,7 +113,7 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
         sigma_x = FeatureKernel(nystrom_features(RBF(sigma_x), split.landmarks))
     kbf = KernelBayesFilter.build(split.X_fit, split.Z_fit, sigma_x,
                                   jnp.exp(log_cz) * split.median_z, jnp.exp(log_lam), jnp.exp(log_eta), lam_prime,
-                                  method=method, smooth_truncation=smooth_truncation)
+                                  method=method, smooth_truncation=smooth_truncation, Z_prev=split.Z_prev)
     zhat = kbf.filter(split.X_val)
     numpyro.deterministic("z_val_hat", zhat)
     with numpyro.handlers.scale(scale=tau):

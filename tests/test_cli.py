@@ -2,9 +2,19 @@ import json
 import subprocess
 import sys
 
+import arviz as az
+import jax
 import numpy as np
+import pytest
 
+from bayeskern import compression as bc
+from bayeskern import kbr
 from bayeskern.cli import main
+from bayeskern.jdl import load_model
+
+
+def _summary(folder):
+    return json.loads((folder / "summary.json").read_text())
 
 
 def test_demo_runs_bkl_mmd_and_witness_posterior(tmp_path, capsys):
@@ -21,6 +31,10 @@ def test_demo_runs_bkl_mmd_and_witness_posterior(tmp_path, capsys):
     assert 0 <= summary["witness_band_excludes_zero_fraction"] <= 1
     assert (tmp_path / "two_sample.png").stat().st_size > 10_000
     assert "p_value" in capsys.readouterr().out
+    posterior = az.from_netcdf(tmp_path / "posterior.nc")  # the NUTS posterior, as arviz netCDF
+    theta = posterior.posterior["lengthscale"].values
+    assert theta.shape == (2, 100) and np.mean(theta) == pytest.approx(nuts["lengthscale_mean"], rel=1e-12)
+    assert "diverging" in posterior.sample_stats
 
 
 def test_two_sample_reads_csv_and_npy(tmp_path):
@@ -29,11 +43,11 @@ def test_two_sample_reads_csv_and_npy(tmp_path):
     np.save(tmp_path / "y.npy", rng.standard_normal((50, 2)) + 1.5)
     out = tmp_path / "out"
     assert main(["two-sample", str(tmp_path / "x.csv"), str(tmp_path / "y.npy"), "--permutations", "49",
-                 "--inducing", "10", "--out", str(out)]) == 0
+                 "--lengthscale", "1.5", "--out", str(out)]) == 0  # BKL runs in the demo test (suite time)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["dimension"] == 2 and summary["p_value"] == 1 / 50 and summary["reject_at_0.05"]
-    assert summary["lengthscale_rule"].startswith("BKL")
-    assert "posterior at lengthscale" in summary["witness"]  # 2-D: closed-form witness posterior at the BKL value
+    assert summary["lengthscale_rule"] == "user" and summary["lengthscale"] == 1.5
+    assert "posterior at lengthscale" in summary["witness"]  # 2-D: closed-form witness posterior at that value
     median = tmp_path / "median"
     assert main(["two-sample", str(tmp_path / "x.csv"), str(tmp_path / "y.npy"), "--permutations", "49",
                  "--kernel", "median", "--witness", "none", "--out", str(median)]) == 0
@@ -59,3 +73,151 @@ def test_bad_files_give_one_line_errors(tmp_path):
         assert proc.returncode == 2
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_independence_detects_dependence_and_offers_the_gamma_null(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((150, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "y.csv", np.hstack([x**2 + 0.3 * rng.standard_normal((150, 1)), rng.standard_normal((150, 1))]),
+               delimiter=",")
+    np.save(tmp_path / "z.npy", rng.standard_normal((150, 2)))
+    out = tmp_path / "dep"
+    assert main(["independence", str(tmp_path / "x.npy"), str(tmp_path / "y.csv"), "--permutations", "99",
+                 "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["p_value"] == 0.01 and s["reject_at_0.05"] and s["n"] == 150 and s["dim_y"] == 2
+    assert s["lengthscale_rule"].startswith("median") and s["lengthscale_x"] > 0 and s["lengthscale_y"] > 0
+    assert (out / "independence.png").exists()
+    indep = tmp_path / "indep"
+    assert main(["independence", str(tmp_path / "x.npy"), str(tmp_path / "z.npy"), "--permutations", "0",
+                 "--out", str(indep)]) == 0
+    s = _summary(indep)
+    assert s["null"] == "Gamma approximation" and s["p_value"] > 0.05 and "n_permutations" not in s
+
+
+def test_filter_tunes_filters_and_saves_a_filter_that_loads_exactly(tmp_path):
+    seq = kbr.data.circle_dynamics(120, jax.random.key(0), T_test=40)
+    for name, value in zip(("x", "z", "xt", "zt"), seq):
+        np.save(tmp_path / f"{name}.npy", np.asarray(value))
+    files = [str(tmp_path / f"{name}.npy") for name in ("x", "z", "xt")]
+    out = tmp_path / "out"
+    assert main(["filter", *files, "--z-test", str(tmp_path / "zt.npy"), "--validation", "40", "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["training_steps"] == 120 and s["test_steps"] == 40 and len(s["validation_mse"]) == 15
+    raw = kbr.filter_mse(seq.X_test, seq.Z_test)
+    assert s["test_mse"] < raw  # the filter beats the raw observations
+    filtered = np.loadtxt(out / "filtered.csv", delimiter=",", skiprows=1)
+    loaded = kbr.load_filter(out / "filter.npz")
+    np.testing.assert_array_equal(filtered, np.asarray(loaded.filter(seq.X_test)))
+    assert s["test_mse"] == pytest.approx(kbr.filter_mse(filtered, seq.Z_test), rel=1e-12)
+    assert (out / "filter.png").exists() and not (out / "posterior.nc").exists()
+
+
+def test_filter_with_nuts_writes_bands_and_a_netcdf_posterior(tmp_path):
+    seq = kbr.data.circle_dynamics(80, jax.random.key(1), T_test=30)
+    for name, value in zip(("x", "z", "xt", "zt"), seq):
+        np.save(tmp_path / f"{name}.npy", np.asarray(value))
+    files = [str(tmp_path / f"{name}.npy") for name in ("x", "z", "xt")]
+    out = tmp_path / "nuts"
+    assert main(["filter", *files, "--z-test", str(tmp_path / "zt.npy"), "--validation", "30", "--nuts", "--chains",
+                 "1", "--warmup", "15", "--samples", "10", "--max-tree-depth", "3", "--landmarks", "10",
+                 "--draws", "5", "--out", str(out)]) == 0
+    s = _summary(out)["nuts"]
+    assert s["posterior_draws_filtered"] == 5 and 0 <= s["band_coverage"] <= 1 and s["landmarks"] == 10
+    table = np.loadtxt(out / "filtered.csv", delimiter=",", skiprows=1)
+    assert table.shape == (30, 8) and np.all(table[:, 4:6] <= table[:, 6:8])  # lower <= upper band
+    posterior = az.from_netcdf(out / "posterior.nc").posterior
+    assert posterior["log_lam"].shape == (1, 10) and "z_val_hat" in posterior
+
+
+def test_compress_writes_a_set_that_beats_a_random_subset(tmp_path):
+    x, y = bc.data.heteroscedastic(300, jax.random.key(0))
+    np.save(tmp_path / "x.npy", np.asarray(x))
+    np.savetxt(tmp_path / "y.csv", np.asarray(y), delimiter=",")
+    for method, extra in (("jkh", []), ("ackip", ["--steps", "40"])):
+        out = tmp_path / method
+        assert main(["compress", str(tmp_path / "x.npy"), str(tmp_path / "y.csv"), "--method", method, "--m", "12",
+                     "--quiet", *extra, "--out", str(out)]) == 0
+        s = _summary(out)
+        assert s["m"] == 12 and s["n"] == 300 and s["method"] == method
+        table = np.loadtxt(out / "compressed.csv", delimiter=",", skiprows=1)
+        result = bc.load_result(out / "compressed.npz")
+        np.testing.assert_array_equal(table, np.hstack([result.x_original, result.y_original]))
+        if method == "jkh":
+            assert s["jmmd2_compressed"] < s["jmmd2_random_subset"]  # herding targets JMMD^2
+    labels = tmp_path / "labels.csv"
+    np.savetxt(labels, (np.asarray(x)[:, 0] > 0).astype(int))
+    out = tmp_path / "labels"
+    assert main(["compress", str(tmp_path / "x.npy"), str(labels), "--labels", "--method", "jkh", "--m", "6",
+                 "--quiet", "--out", str(out)]) == 0
+    assert _summary(out)["response"] == "class labels"
+
+
+def test_jdl_validates_fits_and_reads_off_conditional_means(tmp_path):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-2, 2, (250, 1))
+    y = np.sin(2 * x) + 0.2 * rng.standard_normal((250, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    out = tmp_path / "out"
+    assert main(["jdl", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["normalisation_error"] <= 1e-12 and s["constraint"] == "grid" and s["undefined_conditionals"] == 0
+    assert s["validation"].startswith("45 ") and s["queries_with_negative_weights"] == 0.0
+    table = np.loadtxt(out / "conditional.csv", delimiter=",", skiprows=1)
+    assert table.shape == (200, 3)
+    truth = np.sin(2 * table[:, 0])  # E[Y | x]: tracked, shrunk a little by the positivity constraint
+    assert np.corrcoef(table[:, 1], truth)[0, 1] > 0.97 and np.sqrt(np.mean((table[:, 1] - truth) ** 2)) < 0.25
+    model = load_model(out / "model.npz")
+    np.testing.assert_array_equal(np.asarray(model.conditional_expectation(table[:, :1]).mean)[:, 0], table[:, 1])
+
+
+def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
+    """The validation score is E(h) (spec jdl.md §2.3) on the held-out pairs, minus v (their number)."""
+    from bayeskern import RBF
+    from bayeskern.cli.jdl import held_out_lsif_loss
+    from bayeskern.jdl import fit_jdl
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((60, 1))
+    y = x + 0.5 * rng.standard_normal((60, 1))
+    model = fit_jdl(x[:40], y[:40], RBF(1.0), RBF(1.0), 1e-3, constraint="normalised")
+    xv, yv = x[40:], y[40:]
+    v = len(xv)
+    h = np.array([[float(model.density_ratio(xv[i:i + 1], yv[j:j + 1])[0]) - 1 for j in range(v)] for i in range(v)])
+    spec = np.sum((v * np.eye(v) - 1 - h) ** 2) / v**2
+    assert held_out_lsif_loss(model, xv, yv) == pytest.approx(spec - v, rel=1e-10, abs=1e-10)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["independence", "{a}", "{b}"], "rows must be paired"),
+    (["compress", "{a}", "{a}", "--m", "40"], "must be smaller than"),
+    (["compress", "{a}", "{a}", "--labels", "--m", "5"], "integer class labels"),
+    (["jdl", "{a}", "{a}", "--tol", "2"], "--tol must lie in (0, 1)"),
+    (["filter", "{a}", "{a}", "{c}"], "X_TEST has 3 columns"),
+    (["filter", "{a}", "{b}", "{a}"], "rows must be paired"),
+])
+def test_new_subcommands_give_one_line_errors(tmp_path, argv, message):
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "a.npy", rng.standard_normal((30, 2)))
+    np.save(tmp_path / "b.npy", rng.standard_normal((20, 2)))
+    np.save(tmp_path / "c.npy", rng.standard_normal((20, 3)))
+    argv = [a.format(a=tmp_path / "a.npy", b=tmp_path / "b.npy", c=tmp_path / "c.npy") for a in argv]
+    proc = subprocess.run([sys.executable, "-m", "bayeskern.cli", *argv, "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_every_subcommand_explains_its_options():
+    from bayeskern.cli import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert set(sub.choices) == {"demo", "two-sample", "independence", "filter", "compress", "jdl"}
+    for name, command in sub.choices.items():
+        assert command.description, name
+        for action in command._actions:
+            assert action.help, f"{name}: option {action.dest} has no help"

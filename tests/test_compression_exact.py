@@ -104,6 +104,7 @@ def test_quadrature_truth_equals_the_exact_amcmd2():
     assert float(truth) == pytest.approx(float(eg.exact_amcmd2(jnp.asarray(cx), jnp.asarray(cy), s, 1e-3)), abs=1e-8)
 
 
+@pytest.mark.slow  # spec reference reproduction (suite time); runs with pytest -m slow
 def test_a7_exact_setting_ackip_beats_jkip_beats_random():
     """Spec §11 A7 (reference §13: 0.289 / 0.163 / 0.020 at m = 8): ACKIP < JKIP < Random in exact AMCMD^2."""
     s = eg.GaussianSetting()

@@ -14,6 +14,7 @@ def _load(name):
     return module
 
 
+@pytest.mark.slow  # suite time: the README quickstart (test_readme.py) and `bayeskern demo` cover the same calls
 def test_two_sample_quickstart_runs_and_detects_both_effects(tmp_path):
     mmd, hsic = _load("two_sample_quickstart").main(tmp_path, n=400)
     assert mmd.reject(0.05) and hsic.reject(0.05)
@@ -67,6 +68,7 @@ def test_kbr_examples_run(tmp_path):
     assert results[2].shape == (2, 3) and np.all(results[2][:, 0] < results[2][:, 2])  # IW beats predicting 0
     mse = _load("kbf_circle").main(tmp_path, runs=1, settings=("rotation",), T=120)
     assert np.all(mse["rotation"][0, :3] < mse["rotation"][0, 3])  # every filter beats the raw observations
+    assert mse["rotation"].shape == (1, 5) and mse["rotation"][0, 4] < mse["rotation"][0, 3]  # JDL E[z | x] < raw
     assert (tmp_path / "kbr_posterior_mean.png").stat().st_size > 10_000
     assert (tmp_path / "kbf_circle.png").stat().st_size > 10_000
 
@@ -87,12 +89,13 @@ def test_acceptance_kbf_circle_targets(tmp_path):
     """Spec §9 targets 2-4 (5 runs, T = 500, tuned by §6.4): rotation EKF best and IW <= 1.03 x Original;
     oscillatory best KBF <= 1.05 x EKF and IW <= 1.03 x Original; every filter beats the raw observations."""
     results = _load("kbf_circle").main(tmp_path, runs=5)
-    ekf, iw, org, raw = results["rotation"].mean(0)
+    ekf, iw, org, raw, jdl = results["rotation"].mean(0)
     assert ekf < iw and ekf < org and iw <= 1.03 * org
-    ekf, iw, org, raw = results["oscillatory"].mean(0)
+    ekf, iw, org, raw, jdl = results["oscillatory"].mean(0)
     assert min(iw, org) <= 1.05 * ekf and iw <= 1.03 * org
     for setting in results:
         assert np.all(results[setting][:, :3].mean(0) < results[setting][:, 3].mean())
+        assert np.all(results[setting][:, :3].mean(0) < results[setting][:, 4].mean())  # dynamics beat E[z | x]
 
 
 @pytest.mark.slow

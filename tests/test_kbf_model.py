@@ -8,7 +8,7 @@ from numpyro.infer.util import initialize_model
 
 from bayeskern import kbr
 from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
-from bayeskern.models import kbf_hyper_model, split_for_validation
+from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 
 
 @pytest.fixture(scope="module")
@@ -87,19 +87,38 @@ def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
     assert pred.draws.shape == (4, 20, 2) and np.all(np.isfinite(np.asarray(pred.draws)))
 
 
+@pytest.mark.slow  # suite time: the Nystrom filter itself is tested fast in test_kbr_features
 def test_landmark_split_gives_a_nystrom_pseudo_likelihood_close_to_the_exact_one(small):
-    """With p landmarks the model's filters use Nystrom features: the potential converges to the exact one as p
-    grows (equal at p = all fit points up to the jitter) and its gradient stays finite, also at p = n_fit."""
+    """With landmarks the model's filters use Nystrom features: with every fit point a landmark the potential equals
+    the exact one up to the jitter, and its gradient is finite (the Nystrom filter itself: test_kbr_features)."""
     seq, split = small
     info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(split,))
     z = info.param_info.z
-    exact = float(info.potential_fn(z))
-    errors = []
-    for p in (10, split.X_fit.shape[0]):
-        landmark_split = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=p)
-        assert landmark_split.landmarks.shape == (p, 2)
-        fn = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(landmark_split,)).potential_fn
-        value, grad = jax.value_and_grad(fn)(z)
-        assert all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
-        errors.append(abs(float(value) - exact))
-    assert errors[1] < 1e-4 * abs(exact) and errors[1] <= errors[0]
+    p = split.X_fit.shape[0]
+    landmark_split = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=p)
+    assert landmark_split.landmarks.shape == (p, 2)
+    assert isinstance(landmark_split, type(split)) and split.landmarks is None
+    fn = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(landmark_split,)).potential_fn
+    value, grad = jax.value_and_grad(fn)(z)
+    assert all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
+    assert abs(float(value) - float(info.potential_fn(z))) < 1e-4 * abs(float(value))
+
+
+def test_compressed_split_builds_the_model_on_m_transitions(small):
+    seq, split = small
+    small_split = compress_split(split, 12, key=jax.random.key(3), num_steps=20)
+    assert small_split.X_fit.shape == small_split.Z_fit.shape == small_split.Z_prev.shape == (12, 2)
+    assert small_split.X_val is split.X_val and small_split.median_x == split.median_x  # same bandwidth units
+    info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(small_split,))  # finite value and grad
+    z = info.param_info.z
+    kbf = kbr.KernelBayesFilter.build(small_split.X_fit, small_split.Z_fit, jnp.exp(z["log_cx"]) * split.median_x,
+                                      jnp.exp(z["log_cz"]) * split.median_z, jnp.exp(z["log_lam"]),
+                                      jnp.exp(z["log_eta"]), smooth_truncation=1e-3, Z_prev=small_split.Z_prev)
+    value = float(info.potential_fn(z))
+    zhat = info.postprocess_fn(z)  # deterministic site: the model's filtered validation means
+    np.testing.assert_allclose(zhat["z_val_hat"], kbf.filter(split.X_val), atol=1e-10)
+    assert np.isfinite(value)
+    with pytest.raises(ValueError, match="already compressed"):
+        compress_split(small_split, 5, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="m must lie in"):
+        compress_split(split, 49, key=jax.random.key(0))

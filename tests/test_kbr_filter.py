@@ -77,6 +77,41 @@ def test_transition_matrix_and_one_step_filter_equal_algorithm_1(rng):
     np.testing.assert_allclose(means[0], w1 @ seq.Z, atol=1e-12)
 
 
+def test_transitions_given_as_triples_match_the_trajectory_and_the_cme_formula(tmp_path):
+    seq = kbr.data.circle_dynamics(40, jax.random.key(0), T_test=12)
+    trajectory = kbr.KernelBayesFilter.build(seq.X, seq.Z, 0.7, 0.6, 1e-3, 1e-3, 2e-3)
+    # the trajectory's T - 1 transitions as triples: the transition on atoms 2..T is the trajectory's
+    triples = kbr.KernelBayesFilter.build(seq.X[1:], seq.Z[1:], 0.7, 0.6, 1e-3, 1e-3, 2e-3, Z_prev=seq.Z[:-1])
+    np.testing.assert_allclose(triples.transition, np.asarray(trajectory.transition)[1:, 1:], atol=1e-12)
+    # arbitrary triples (a compressed set): (G_prev + m lam' I)^{-1} k(Z_prev, Z)
+    rng = np.random.default_rng(4)
+    Z_prev, Z, X = (rng.standard_normal((15, 2)) for _ in range(3))
+    kbf = kbr.KernelBayesFilter.build(X, Z, 0.7, 0.6, 1e-3, 1e-3, 2e-3, Z_prev=Z_prev)
+    expected = np.linalg.solve(RBF(0.6).gram(Z_prev) + 15 * 2e-3 * np.eye(15), RBF(0.6).cross(Z_prev, Z))
+    np.testing.assert_allclose(kbf.transition, expected, atol=1e-12)
+    kbf.save(tmp_path / "f.npz")  # the transition is stored: the loaded filter needs no Z_prev
+    np.testing.assert_array_equal(kbr.load_filter(tmp_path / "f.npz").filter(seq.X_test), kbf.filter(seq.X_test))
+    with pytest.raises(ValueError, match="Z_prev must have the shape of Z"):
+        kbr.KernelBayesFilter.build(X, Z, 0.7, 0.6, 1e-3, 1e-3, Z_prev=Z_prev[:-1])
+
+
+def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
+    seq = kbr.data.circle_dynamics(50, jax.random.key(2), T_test=15)
+    landmarks = kbr.select_landmarks(RBF(0.5), seq.X, 8)
+    filters = {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
+               "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
+               "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
+                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+    for name, kbf in filters.items():
+        kbf.save(tmp_path / f"{name}.npz")
+        loaded = kbr.load_filter(tmp_path / f"{name}.npz")
+        assert loaded.method == kbf.method and type(loaded.kernel_x) is type(kbf.kernel_x)
+        np.testing.assert_array_equal(loaded.filter(seq.X_test), kbf.filter(seq.X_test))
+    mlp = kbr.init_mlp(jax.random.key(0), (2, 4))
+    with pytest.raises(ValueError, match="Nystrom features, not MLPFeatures"):
+        kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(mlp), 0.6, 1e-3, 1e-4).save(tmp_path / "m.npz")
+
+
 def test_filter_traces_under_jit_and_vmaps_over_sequences():
     seq = kbr.data.circle_dynamics(60, jax.random.key(1), T_test=15)
     kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=1.0, lam=1e-3, eta=1e-4)
@@ -167,3 +202,18 @@ def test_tuning_scores_equal_filters_built_directly():
         expected = kbr.filter_mse(kbf.filter(seq.X[60:]), seq.Z[60:])
         assert tuned.validation_mse[(1.0, lam)] == pytest.approx(expected, rel=1e-10)
     assert tuned.validation_mse[(tuned.c, tuned.lam)] == min(tuned.validation_mse.values())
+
+
+def test_jdl_regression_recovers_the_gaussian_conditional_mean():
+    """The static JDL reference: for z ~ N(0, 1), x = z + N(0, 0.5^2), E[z | x] = 0.8 x."""
+    rng = np.random.default_rng(8)
+    Z = rng.standard_normal((400, 1))
+    X = Z + 0.5 * rng.standard_normal((400, 1))
+    model = kbr.jdl_regression(X, Z, n_val=100, scales=(0.5, 1.0), lams=(1e-6, 1e-3))
+    assert model.constraint == "normalised" and model.n == 400
+    grid = np.linspace(-1.2, 1.2, 25)[:, None]
+    mean = np.asarray(model.conditional_expectation(grid).mean)
+    error = np.abs(mean - 0.8 * grid)
+    assert np.sqrt(np.mean(error**2)) < 0.1 and np.max(error) < 0.15
+    with pytest.raises(ValueError, match="X and Z"):
+        kbr.jdl_regression(X, Z[:-1])

@@ -1,11 +1,19 @@
-"""Inducing points for the BKE pseudolikelihood (spec bke.md §12)."""
+"""Inducing points for the BKE pseudolikelihood (spec bke.md §12): a random held-out subset or kernel herding."""
+
+from functools import partial
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from .._validation import as_points
+from ..compression.herding import jkh_pool_scores
+from ..kernels.base import Kernel
+from ..kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_row_sums
+from ..kernels.heuristics import median_heuristic
+from ..kernels.stationary import RBF
 
-__all__ = ["default_num_inducing", "hold_out_inducing"]
+__all__ = ["default_num_inducing", "hold_out_inducing", "herding_inducing"]
 
 
 def default_num_inducing(N: int, D: int) -> int:
@@ -20,14 +28,54 @@ def hold_out_inducing(X, key, m: int | None = None):
     :func:`default_num_inducing`. The full X stays available for embedding posteriors and tests.
     """
     X = as_points(X, "X")
+    m = _check_size(X, m)
+    perm = jax.random.permutation(key, X.shape[0])
+    return _split(X, perm[:m], perm[m:])
+
+
+def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
+                     block_size: int = DEFAULT_BLOCK_SIZE):
+    """Kernel herding over X (N, D) for m inducing points, held out of the likelihood like a random subset.
+
+    The spec's "compressed set" rule (bke.md §12): greedily z_{t+1} = argmax over the unused points x of
+    mu(x) - (sum_{s<=t} k(x, z_s) + k(x, x) / 2) / (t + 1), mu the sample's mean embedding, so the m points
+    spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF at the median
+    heuristic. Matrix-free: memory O(N * block_size), time O(N^2 + N m). Returns ``(X_rest, Z)`` as
+    :func:`hold_out_inducing` does.
+    """
+    X = as_points(X, "X")
+    m = _check_size(X, m)
+    kernel = RBF(median_heuristic(X)) if kernel is None else kernel
+    mu = kernel_row_sums(kernel, X, block_size=block_size) / X.shape[0]
+    chosen = np.asarray(_herd(kernel, X, mu, m))
+    return _split(X, chosen, np.setdiff1d(np.arange(X.shape[0]), chosen))
+
+
+@partial(jax.jit, static_argnames="m")
+def _herd(kernel, X, mu, m):
+    self_kernel = kernel._paired(X, X)
+
+    def step(state, t):
+        running, taken = state
+        i = jnp.argmax(jnp.where(taken, -jnp.inf, jkh_pool_scores(mu, running, self_kernel, t)))
+        return (running + kernel._cross(X, X[i][None])[:, 0], taken.at[i].set(True)), i
+
+    state = (jnp.zeros(X.shape[0], mu.dtype), jnp.zeros(X.shape[0], bool))
+    return jax.lax.scan(step, state, jnp.arange(m))[1]
+
+
+def _check_size(X, m):
     N, D = X.shape
     m = default_num_inducing(N, D) if m is None else int(m)
     if m < D:
         raise ValueError(f"m must be at least D = {D} inducing points, got m = {m}")
     if N - m < 1:
         raise ValueError(f"X has {N} points: too few to hold out m = {m} inducing points and keep one for the likelihood")
-    perm = jax.random.permutation(key, N)
-    Z = X[perm[:m]]
-    if len(np.unique(np.asarray(Z), axis=0)) < m:
+    return m
+
+
+def _split(X, inducing, rest):
+    Z = X[inducing]
+    if len(np.unique(np.asarray(Z), axis=0)) < len(Z):
         raise ValueError("X has duplicated points among the chosen inducing points; deduplicate X or pass Z explicitly")
-    return X[perm[m:]], Z
+    return X[rest], Z

@@ -60,9 +60,12 @@ def imbalanced(n: int, seed: int = 0):
 
     x_cal = draw_x(np.random.default_rng(seed + 1), 200_000)
     b = np.zeros(4)
-    for _ in range(200):
-        b = b + np.log(_IMBALANCED_TARGET / _softmax(x_cal @ W.T + b).mean(0))
-        b = b - b.mean()
+    logits_cal = x_cal @ W.T
+    for _ in range(200):  # fixed-point iteration on the log marginals, to round-off
+        step = np.log(_IMBALANCED_TARGET / _softmax(logits_cal + b).mean(0))
+        b = b + step - step.mean()
+        if np.max(np.abs(step)) < 1e-13:
+            break
     x = draw_x(r, n)
     logits = x @ W.T + b
     y = np.argmax(logits + r.gumbel(size=(n, 4)), axis=1)

@@ -1,9 +1,16 @@
-"""Model-based baselines for the kernel Bayes filter: EKF and Kalman filter (spec kbr.md §8.2, §10.13)."""
+"""Baselines for the kernel Bayes filter: EKF and Kalman filter (spec kbr.md §8.2, §10.13), and the static
+regression E[z | x] from a joint distribution (JDL) fit, a filter that ignores the dynamics."""
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["ekf_filter", "kalman_filter"]
+from .._validation import as_points, check_same_length
+from ..jdl import fit_jdl, jdl_bases
+from ..kernels.heuristics import median_heuristic
+from ..kernels.stationary import RBF
+
+__all__ = ["ekf_filter", "kalman_filter", "jdl_regression"]
 
 
 def ekf_filter(X, f, jacobian, Q, R, m0, P0):
@@ -30,3 +37,31 @@ def ekf_filter(X, f, jacobian, Q, R, m0, P0):
 def kalman_filter(X, A, Q, R, m0, P0):
     """Kalman filter for z_{t+1} = A z_t + N(0, Q), x_t = z_t + N(0, R): filtered means (T, d)."""
     return ekf_filter(X, lambda z: A @ z, lambda z: A, Q, R, m0, P0)
+
+
+def jdl_regression(X, Z, *, n_val: int = 200, scales=(0.5, 1.0, 2.0), lams=(1e-6, 1e-4, 1e-2), tol: float = 1e-3):
+    """A normalised JDL model of the pairs (x_t, z_t), X (T, d_x), Z (T, d_z): the static reference
+    E[z_t | x_t] (``model.conditional_expectation(X_test).mean``) that a filter using the dynamics should beat.
+
+    Bandwidths (``scales`` x median, both sides) and lam minimise the validation MSE of E[z | x] on the last
+    V = min(n_val, T // 2) pairs; the model is refitted on all T pairs. Cost O(T m) per fit (low-rank bases).
+    """
+    X, Z = as_points(X, "X"), as_points(Z, "Z")
+    check_same_length(X, Z, "X and Z")
+    T = X.shape[0]
+    V = min(n_val, T // 2)
+    if T - V < 2 or V < 1:
+        raise ValueError(f"jdl_regression needs at least 4 pairs for a validation split, got {T}")
+    fit_x, fit_z, val_x, val_z = X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]
+    med_x, med_z = median_heuristic(fit_x), median_heuristic(fit_z)
+    scores = {}
+    for sx in scales:
+        for sz in scales:
+            bases = jdl_bases(fit_x, fit_z, RBF(sx * med_x), RBF(sz * med_z), tol=tol)
+            for lam in lams:
+                model = fit_jdl(None, None, None, None, lam, constraint="normalised", bases=bases)
+                mean = np.asarray(model.conditional_expectation(val_x).mean)
+                scores[(sx, sz, lam)] = np.mean(np.sum((mean - np.asarray(val_z)) ** 2, axis=1))
+    sx, sz, lam = min(scores, key=lambda k: np.nan_to_num(scores[k], nan=np.inf))
+    med_x, med_z = median_heuristic(X), median_heuristic(Z)
+    return fit_jdl(X, Z, RBF(sx * med_x), RBF(sz * med_z), lam, constraint="normalised", tol=tol)

@@ -1,5 +1,6 @@
 """Explicit features for KBR: random Fourier features and adaptive neural-network observation features (spec kbr.md §1, §5)."""
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -130,25 +131,23 @@ def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
+    check_positive(lam, "lam")
     k_net, k_rff = jax.random.split(key)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     net = init_mlp(k_net, (X.shape[1],) + tuple(hidden))
+    return _train(net, X, Phi, lam, r_hat, steps, learning_rate, weight_decay)
+
+
+@partial(jax.jit, static_argnames=("steps", "learning_rate", "weight_decay"))
+def _train(net, X, Phi, lam, r_hat, steps, learning_rate, weight_decay):
+    """Full-batch AdamW for ``steps`` steps (compiled once per shapes and settings, reused across lam)."""
     optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-    loss = lambda params: adaptive_feature_loss(params(X), Phi, lam, r_hat=r_hat)
-    net, trace = _fit(net, optimiser, loss, steps)
+
+    def step(state, _):
+        params, opt_state = state
+        value, grads = jax.value_and_grad(lambda p: adaptive_feature_loss(p(X), Phi, lam, r_hat=r_hat))(params)
+        updates, opt_state = optimiser.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), value
+
+    (net, _), trace = jax.lax.scan(step, (net, optimiser.init(net)), None, length=steps)
     return net, trace
-
-
-def _fit(params, optimiser, loss, steps):
-    @jax.jit
-    def run(params):
-        def step(state, _):
-            params, opt_state = state
-            value, grads = jax.value_and_grad(loss)(params)
-            updates, opt_state = optimiser.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), value
-
-        (params, _), trace = jax.lax.scan(step, (params, optimiser.init(params)), None, length=steps)
-        return params, trace
-
-    return run(params)

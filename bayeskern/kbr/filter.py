@@ -54,8 +54,12 @@ class KernelBayesFilter:
 
     @classmethod
     def build(cls, X, Z, sigma_x, sigma_z, lam, eta, lam_prime=None, *, method: str = "iw",
-              smooth_truncation: float | None = None) -> "KernelBayesFilter":
+              smooth_truncation: float | None = None, Z_prev=None) -> "KernelBayesFilter":
         """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
+
+        The pairs are one trajectory (the transition model learns z_t -> z_{t+1} from consecutive rows), or,
+        with ``Z_prev`` (T, d_z), T transitions Z_prev[j] -> Z[j] observed as X[j] (e.g. a compressed training
+        set, :func:`bayeskern.models.compress_split`): transition (G_prev + T lam' I)^{-1} k(Z_prev, Z).
 
         ``sigma_x`` is the Gaussian observation bandwidth, or any observation kernel (e.g.
         ``kbr.FeatureKernel(psi)`` with features learned by ``kbr.train_features`` (the IW(NN) filter) or
@@ -70,11 +74,13 @@ class KernelBayesFilter:
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
         lam_prime = eta if lam_prime is None else lam_prime
+        if Z_prev is not None and jnp.shape(Z_prev) != jnp.shape(Z):
+            raise ValueError(f"Z_prev must have the shape of Z {jnp.shape(Z)}, got {jnp.shape(Z_prev)}")
         kernel_x = sigma_x if isinstance(sigma_x, Kernel) else RBF(sigma_x)
         for value, name in ((sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
                             (lam_prime, "lam_prime")):
             check_positive(value, name)
-        G_X, K_eta, transition = _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime)
+        G_X, K_eta, transition = _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev)
         factor, solver = None, "eigh"
         if method == "original":
             if is_concrete(G_X):
@@ -102,6 +108,12 @@ class KernelBayesFilter:
     def observation_gram(self, X_test):
         """k_X(x_i, x~_t): (T, T~)."""
         return self.kernel_x._cross(self.X, X_test)
+
+    def save(self, path) -> None:
+        """Write to ``.npz``; :func:`bayeskern.kbr.load_filter` restores the filter exactly."""
+        from .io import save_filter
+
+        save_filter(self, path)
 
     def filter(self, X_test, *, return_weights: bool = False):
         """Filtered posterior means sum_i w_i^(t,t) z_i for a test sequence X_test (T~, d_x): (T~, d_z).
@@ -142,12 +154,15 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
 
 
 @jax.jit
-def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime):
+def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev=None):
     """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix (spec §6.2)."""
     T = Z.shape[0]
-    G_X, G_Z = kernel_x._cross(X, X), RBF(sigma_z)._cross(Z, Z)
+    k_z = RBF(sigma_z)
+    G_X, G_Z = kernel_x._cross(X, X), k_z._cross(Z, Z)
     eye = jnp.eye(T, dtype=G_Z.dtype)
     K_eta = T * spd_solve(G_Z + T * eta * eye, G_Z)
+    if Z_prev is not None:  # T transitions Z_prev[j] -> Z[j]: every atom is a destination
+        return G_X, K_eta, spd_solve(k_z._cross(Z_prev, Z_prev) + T * lam_prime * eye, k_z._cross(Z_prev, Z))
     rows = spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
     return G_X, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
 

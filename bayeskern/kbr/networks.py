@@ -6,6 +6,7 @@ optional dropout on the hidden layers during training. Trained full batch with A
 adaptive loss (:func:`bayeskern.kbr.adaptive_feature_loss`, D = I), as the §5 recipe prescribes.
 """
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -87,6 +88,25 @@ def _forward(params, vectors, X, key, dropout: float):
     return H, tuple(new_vectors)
 
 
+@partial(jax.jit, static_argnames=("dropout", "learning_rate", "weight_decay"))
+def _train(params, vectors, X, Phi, lam, step_keys, dropout, learning_rate, weight_decay):
+    """Full-batch AdamW, one step per key (compiled once per shapes and settings, reused across lam)."""
+    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
+
+    def loss(params, vectors, key):
+        Psi, vectors = _forward(params, vectors, X, key, dropout)
+        return adaptive_feature_loss(Psi, Phi, lam), vectors
+
+    def step(state, key):
+        params, vectors, opt_state = state
+        (value, vectors), grads = jax.value_and_grad(loss, has_aux=True)(params, vectors, key)
+        updates, opt_state = optimiser.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), vectors, opt_state), value
+
+    (params, vectors, _), trace = jax.lax.scan(step, (params, vectors, optimiser.init(params)), step_keys)
+    return params, vectors, trace
+
+
 def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hidden=IMAGE_HIDDEN,
                          dropout: float = 0.0, steps: int = 100, learning_rate: float = 1e-2,
                          weight_decay: float = 1e-2, num_rff: int = 100):
@@ -104,25 +124,8 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     k_net, k_rff, k_drop = jax.random.split(key, 3)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     params, vectors = init_image_mlp(k_net, X.shape[1], num_features, hidden)
-    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-
-    def loss(params, vectors, key):
-        Psi, vectors = _forward(params, vectors, X, key, dropout)
-        return adaptive_feature_loss(Psi, Phi, lam), vectors
-
-    @jax.jit
-    def run(params, vectors):
-        def step(state, key):
-            params, vectors, opt_state = state
-            (value, vectors), grads = jax.value_and_grad(loss, has_aux=True)(params, vectors, key)
-            updates, opt_state = optimiser.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), vectors, opt_state), value
-
-        init = (params, vectors, optimiser.init(params))
-        (params, vectors, _), trace = jax.lax.scan(step, init, jax.random.split(k_drop, steps))
-        return params, vectors, trace
-
-    params, vectors, trace = run(params, vectors)
+    params, vectors, trace = _train(params, vectors, X, Phi, lam, jax.random.split(k_drop, steps), dropout,
+                                    learning_rate, weight_decay)
     layers = tuple((_spectral(W, u)[0], b) for (W, b), u in zip(params["layers"], vectors))
     H = X
     for W, b in layers[:_BN_LAYER]:

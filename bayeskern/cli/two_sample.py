@@ -1,44 +1,12 @@
-"""The ``bayeskern`` command line: ``bayeskern demo`` and ``bayeskern two-sample X Y``."""
+"""``bayeskern demo`` and ``bayeskern two-sample X Y``: BKL lengthscale, MMD test, witness posterior."""
 
-import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-__all__ = ["main", "load_sample"]
+from ._io import CLIError, check, load_sample, output_folder, write_summary
 
-
-class CLIError(Exception):
-    """A user-facing error: printed as one line, exit status 2."""
-
-
-def load_sample(path: str, name: str) -> np.ndarray:
-    """Read a sample (n, d) from .npy or .csv/.txt (comma or whitespace separated, optional header row)."""
-    p = Path(path)
-    if not p.is_file():
-        raise CLIError(f"{name}: no such file: {path}")
-    try:
-        if p.suffix == ".npy":
-            data = np.load(p, allow_pickle=False)
-        else:
-            delimiter = "," if p.suffix == ".csv" else None
-            try:
-                data = np.loadtxt(p, delimiter=delimiter, ndmin=2)
-            except ValueError:
-                data = np.loadtxt(p, delimiter=delimiter, ndmin=2, skiprows=1)
-    except (ValueError, OSError) as e:
-        raise CLIError(f"{name}: cannot read {path} as numbers ({str(e).splitlines()[0]})") from None
-    data = np.asarray(data, dtype=float)
-    if data.ndim == 1:
-        data = data[:, None]
-    if data.ndim != 2 or data.shape[0] < 2:
-        raise CLIError(f"{name}: expected a table of at least 2 rows (points) by d columns, got shape {data.shape}")
-    if not np.all(np.isfinite(data)):
-        raise CLIError(f"{name}: {path} contains NaN or inf")
-    return data
+__all__ = ["add_parsers"]
 
 
 def _two_sample_report(X, Y, args, title):
@@ -80,20 +48,17 @@ def _two_sample_report(X, Y, args, title):
         summary["bkl_local_maxima"] = [round(t, 4) for t, _ in fit.local_maxima]
         median_result = bk.mmd_test(X, Y, bk.RBF(median), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
         summary["p_value_median_heuristic"] = median_result.p_value
-    witness = _witness(X, Y, ls, fit, split, args, jax.random.fold_in(key, 3), summary)
+    out = output_folder(args.out)
+    witness, files = _witness(X, Y, ls, fit, split, args, jax.random.fold_in(key, 3), summary, out)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    figure = _plot(X, Y, ls, fit, median, result, witness, out / "two_sample.png")
-    for name, value in summary.items():
-        print(f"{name:>32}: {value}")
-    print(f"{'wrote':>32}: {out / 'summary.json'}, {figure}")
+    files.append(_plot(X, Y, ls, fit, median, result, witness, out / "two_sample.png"))
+    write_summary(out, summary, files)
     return summary
 
 
-def _witness(X, Y, ls, fit, split, args, key, summary):
-    """Witness posterior on a grid: over NUTS lengthscale draws (1-D) or at the fixed lengthscale (2-D)."""
+def _witness(X, Y, ls, fit, split, args, key, summary, out):
+    """Witness posterior on a grid: over NUTS lengthscale draws (1-D; the posterior goes to ``posterior.nc``) or at
+    the fixed lengthscale (2-D). Returns ((posterior, grid axes) or None, files written)."""
     import jax
 
     import bayeskern as bk
@@ -103,15 +68,15 @@ def _witness(X, Y, ls, fit, split, args, key, summary):
     mode = args.witness if args.witness != "auto" else ("nuts" if d == 1 and fit is not None else "fixed")
     if d > 2 or mode == "none":
         summary["witness"] = "not computed" if mode == "none" else "not plotted for dimension > 2"
-        return None
+        return None, []
     Z = np.vstack([X, Y])
     lo, hi = np.quantile(Z, 0.005, axis=0), np.quantile(Z, 0.995, axis=0)  # where the data are, not the extremes
     pad = 0.05 * (hi - lo)
     axes = [np.linspace(lo[i] - pad[i], hi[i] + pad[i], 401 if d == 1 else 50) for i in range(d)]
     grid = axes[0][:, None] if d == 1 else np.stack(np.meshgrid(*axes), -1).reshape(-1, 2)
+    files = []
     if mode == "nuts":
-        if fit is None:
-            raise CLIError("--witness nuts needs the BKL lengthscale (drop --lengthscale and --kernel median)")
+        check(fit is not None, "--witness nuts needs the BKL lengthscale (drop --lengthscale and --kernel median)")
         from bayeskern.inference import run_nuts
         from bayeskern.models import bke_model
 
@@ -129,11 +94,13 @@ def _witness(X, Y, ls, fit, split, args, key, summary):
                            "max_split_rhat": mcmc.diagnostics.max_rhat, "min_ess_bulk": mcmc.diagnostics.min_ess_bulk,
                            "divergences": mcmc.diagnostics.divergences}
         summary["witness"] = f"posterior over {len(keep)} NUTS lengthscale draws, 80% pointwise band"
+        mcmc.idata.to_netcdf(out / "posterior.nc")
+        files.append(out / "posterior.nc")
     else:
         post = witness_posterior(X, Y, bk.RBF(ls), args.tau2, grid=grid)
         summary["witness"] = f"posterior at lengthscale {ls:.4g} (tau2 = {args.tau2:g}), 80% pointwise band"
     summary["witness_band_excludes_zero_fraction"] = post.fraction_excluding_zero
-    return post, axes
+    return (post, axes), files
 
 
 def _plot(X, Y, ls, fit, median, result, witness, path):
@@ -196,44 +163,31 @@ def _add_test_options(p):
     p.add_argument("--out", default="bayeskern-out", help="folder for summary.json and PNG figures (default ./bayeskern-out)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bayeskern", description="Bayesian kernel embeddings and kernel tests on JAX.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="BKL + MMD test + witness posterior on built-in data (normal vs Laplace)")
+def _check(args):
+    check(args.permutations >= 1, "--permutations must be >= 1")
+    check(0 < args.alpha < 1, "--alpha must lie in (0, 1)")
+    check(args.lengthscale is None or args.lengthscale > 0, "--lengthscale must be positive")
+    check(args.tau2 > 0, "--tau2 must be positive")
+    check(min(args.chains, args.samples) >= 1 and args.warmup >= 0,
+          "--chains and --samples must be >= 1 and --warmup >= 0")
+
+
+def add_parsers(sub) -> None:
+    demo = sub.add_parser("demo", help="BKL + MMD test + witness posterior on built-in data (normal vs Laplace)",
+                          description="The main example: N(0, 1) vs Laplace samples with equal mean and variance. "
+                                      "Learns the RBF lengthscale by type-II ML of the BKE pseudolikelihood (BKL), "
+                                      "runs the MMD permutation test, samples the lengthscale posterior with NUTS "
+                                      "and plots the witness-function posterior. Writes summary.json, "
+                                      "posterior.nc (arviz netCDF) and two_sample.png.")
     demo.add_argument("--n", type=int, default=400, help="points per sample (default 400)")
     _add_test_options(demo)
-    demo.set_defaults(inducing=10)
-    demo.set_defaults(run=_cmd_demo)
-    two = sub.add_parser("two-sample", help="kernel two-sample (MMD) test of two samples in CSV or NPY files")
+    demo.set_defaults(inducing=10, run=_cmd_demo, check=_check)
+    two = sub.add_parser("two-sample", help="kernel two-sample (MMD) test of two samples in CSV or NPY files",
+                         description="MMD permutation test of X ~ P against Y ~ Q with an RBF kernel whose "
+                                     "lengthscale is learned (BKL), the median heuristic or given; witness posterior "
+                                     "(NUTS over the lengthscale in 1-D). Writes summary.json, two_sample.png and, "
+                                     "with NUTS, posterior.nc.")
     two.add_argument("x", help="sample from P: .npy, or .csv/.txt with one point per row")
     two.add_argument("y", help="sample from Q, same number of columns as X")
     _add_test_options(two)
-    two.set_defaults(run=_cmd_two_sample)
-    return parser
-
-
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
-    import bayeskern as bk
-
-    bk.enable_x64()
-    try:
-        if args.permutations < 1:
-            raise CLIError("--permutations must be >= 1")
-        if not 0 < args.alpha < 1:
-            raise CLIError("--alpha must lie in (0, 1)")
-        if args.lengthscale is not None and not args.lengthscale > 0:
-            raise CLIError("--lengthscale must be positive")
-        if not args.tau2 > 0:
-            raise CLIError("--tau2 must be positive")
-        if min(args.chains, args.samples) < 1 or args.warmup < 0:
-            raise CLIError("--chains and --samples must be >= 1 and --warmup >= 0")
-        args.run(args)
-    except (CLIError, ValueError) as e:
-        print(f"bayeskern: error: {e}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    two.set_defaults(run=_cmd_two_sample, check=_check)

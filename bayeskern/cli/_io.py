@@ -1,0 +1,66 @@
+"""Reading samples and writing summaries for the command line; user-facing errors are one line."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summary", "check"]
+
+
+class CLIError(Exception):
+    """A user-facing error: printed as one line, exit status 2."""
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise :class:`CLIError` with ``message`` unless ``condition``."""
+    if not condition:
+        raise CLIError(message)
+
+
+def load_sample(path: str, name: str) -> np.ndarray:
+    """Read a sample (n, d) from .npy or .csv/.txt (comma or whitespace separated, optional header row)."""
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{name}: no such file: {path}")
+    try:
+        if p.suffix == ".npy":
+            data = np.load(p, allow_pickle=False)
+        else:
+            delimiter = "," if p.suffix == ".csv" else None
+            try:
+                data = np.loadtxt(p, delimiter=delimiter, ndmin=2)
+            except ValueError:
+                data = np.loadtxt(p, delimiter=delimiter, ndmin=2, skiprows=1)
+    except (ValueError, OSError) as e:
+        raise CLIError(f"{name}: cannot read {path} as numbers ({str(e).splitlines()[0]})") from None
+    data = np.asarray(data, dtype=float)
+    if data.ndim == 1:
+        data = data[:, None]
+    if data.ndim != 2 or data.shape[0] < 2:
+        raise CLIError(f"{name}: expected a table of at least 2 rows (points) by d columns, got shape {data.shape}")
+    if not np.all(np.isfinite(data)):
+        raise CLIError(f"{name}: {path} contains NaN or inf")
+    return data
+
+
+def load_pair(path_x: str, path_y: str, names=("X", "Y")):
+    """Two samples of paired rows (same number of points)."""
+    X, Y = load_sample(path_x, names[0]), load_sample(path_y, names[1])
+    check(X.shape[0] == Y.shape[0], f"{names[0]} has {X.shape[0]} rows but {names[1]} has {Y.shape[0]}: "
+                                    "the rows must be paired")
+    return X, Y
+
+
+def output_folder(path: str) -> Path:
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_summary(out: Path, summary: dict, files) -> None:
+    """Write ``summary.json`` and print the summary and the files written."""
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    for name, value in summary.items():
+        print(f"{name:>32}: {value}")
+    print(f"{'wrote':>32}: {', '.join(str(f) for f in [out / 'summary.json', *files])}")
