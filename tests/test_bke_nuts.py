@@ -49,6 +49,27 @@ def test_model_options_and_bad_inputs(small_problem):
         run_nuts(bke_model, X, Z, key=jax.random.key(0), num_samples=0)
 
 
+def test_both_backends_sample_a_conjugate_posterior():
+    """NumPyro and BlackJAX NUTS on mu ~ N(0, 10^2), y_i ~ N(mu, 1): posterior N(sum y / (n + 0.01), 1 / (n + 0.01))."""
+    import numpyro
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = np.random.default_rng(0).normal(2.0, 1.0, 20)
+    mean, sd = y.sum() / 20.01, 1 / np.sqrt(20.01)
+    for backend in ("numpyro", "blackjax"):
+        run = run_nuts(model, y, key=jax.random.key(1), backend=backend, num_chains=2, num_warmup=200,
+                       num_samples=250, init_values={"mu": 1.0}, progress_bar=False)
+        mu = run.samples["mu"]
+        assert mu.shape == (2, 250) and run.diagnostics.divergences == 0 and run.diagnostics.max_rhat < 1.05
+        assert isinstance(run.idata, az.InferenceData) and run.idata.sample_stats["diverging"].shape == (2, 250)
+        assert abs(mu.mean() - mean) < 4 * sd / np.sqrt(run.diagnostics.min_ess_bulk)
+        assert mu.std() == pytest.approx(sd, rel=0.2)
+
+
+@pytest.mark.slow  # suite time: test_both_backends_sample_a_conjugate_posterior covers both backends
 def test_numpyro_and_blackjax_agree_and_start_from_type2(small_problem):
     X, Z = small_problem
     fit = fit_type2(X, Z)
