@@ -16,7 +16,10 @@ __all__ = ["main", "build_parser", "load_sample", "CLIError"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bayeskern", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="bayeskern", description="Bayesian kernel embeddings, kernel tests, kernel Bayes filtering, "
+        "conditional distribution compression and joint distribution learning on JAX.",
+        epilog="'bayeskern COMMAND --help' explains a command's inputs, options and output files.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (two_sample, independence, filtering, compress, jdl):
         module.add_parsers(sub)
