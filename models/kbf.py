@@ -8,6 +8,7 @@ import numpyro
 import numpyro.distributions as dist
 
 from bayeskern._validation import as_points, check_positive, check_same_length
+from bayeskern.compression import ackip
 from bayeskern.kbr.features import FeatureKernel, nystrom_features, select_landmarks
 from bayeskern.kbr.filter import KernelBayesFilter
 from bayeskern.kernels.heuristics import median_heuristic
@@ -77,8 +78,6 @@ def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, la
     n = split.Z_fit.shape[0] - 1
     if not 2 <= m < n:
         raise ValueError(f"m must lie in [2, {n}) (the fit transitions), got {m}")
-    from bayeskern.compression import ackip
-
     d_z = split.Z_fit.shape[1]
     result = ackip(split.Z_fit[:-1], jnp.hstack([split.Z_fit[1:], split.X_fit[1:]]), m, key=key,
                    num_steps=num_steps, lam_c=lam_c, progress_bar=progress_bar)

@@ -96,11 +96,17 @@ def test_independence_detects_dependence_and_offers_the_gamma_null(tmp_path):
     assert s["null"] == "Gamma approximation" and s["p_value"] > 0.05 and "n_permutations" not in s
 
 
-def test_filter_tunes_filters_and_saves_a_filter_that_loads_exactly(tmp_path):
-    seq = kbr.data.circle_dynamics(120, jax.random.key(0), T_test=40)
+def _sequence_files(tmp_path, T, T_test, seed):
+    """Rotation dynamics saved as x/z (training), xt/zt (test) .npy files; returns the sequence and the CLI's three
+    positional files."""
+    seq = kbr.data.circle_dynamics(T, jax.random.key(seed), T_test=T_test)
     for name, value in zip(("x", "z", "xt", "zt"), seq):
         np.save(tmp_path / f"{name}.npy", np.asarray(value))
-    files = [str(tmp_path / f"{name}.npy") for name in ("x", "z", "xt")]
+    return seq, [str(tmp_path / f"{name}.npy") for name in ("x", "z", "xt")]
+
+
+def test_filter_tunes_filters_and_saves_a_filter_that_loads_exactly(tmp_path):
+    seq, files = _sequence_files(tmp_path, 120, 40, 0)
     out = tmp_path / "out"
     assert main(["filter", *files, "--z-test", str(tmp_path / "zt.npy"), "--validation", "40", "--out", str(out)]) == 0
     s = _summary(out)
@@ -116,10 +122,7 @@ def test_filter_tunes_filters_and_saves_a_filter_that_loads_exactly(tmp_path):
 
 @pytest.mark.slow  # suite time: the README executes compress_split + NUTS + posterior predictive filtering
 def test_filter_with_nuts_writes_bands_and_a_netcdf_posterior(tmp_path):
-    seq = kbr.data.circle_dynamics(80, jax.random.key(1), T_test=30)
-    for name, value in zip(("x", "z", "xt", "zt"), seq):
-        np.save(tmp_path / f"{name}.npy", np.asarray(value))
-    files = [str(tmp_path / f"{name}.npy") for name in ("x", "z", "xt")]
+    seq, files = _sequence_files(tmp_path, 80, 30, 1)
     out = tmp_path / "nuts"
     assert main(["filter", *files, "--z-test", str(tmp_path / "zt.npy"), "--validation", "30", "--nuts", "--chains",
                  "1", "--warmup", "15", "--samples", "10", "--max-tree-depth", "3", "--landmarks", "10",
@@ -175,8 +178,7 @@ def test_jdl_validates_fits_and_reads_off_conditional_means(tmp_path):
 def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
     """The validation score is E(h) (spec jdl.md §2.3) on the held-out pairs, minus v (their number)."""
     from bayeskern import RBF
-    from bayeskern.cli.jdl import held_out_lsif_loss
-    from bayeskern.jdl import fit_jdl
+    from bayeskern.jdl import fit_jdl, held_out_ratio_loss
 
     rng = np.random.default_rng(3)
     x = rng.standard_normal((60, 1))
@@ -186,7 +188,7 @@ def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
     v = len(xv)
     h = np.array([[float(model.density_ratio(xv[i:i + 1], yv[j:j + 1])[0]) - 1 for j in range(v)] for i in range(v)])
     spec = np.sum((v * np.eye(v) - 1 - h) ** 2) / v**2
-    assert held_out_lsif_loss(model, xv, yv) == pytest.approx(spec - v, rel=1e-10, abs=1e-10)
+    assert held_out_ratio_loss(model, xv, yv) == pytest.approx(spec - v, rel=1e-10, abs=1e-10)
 
 
 @pytest.mark.parametrize("argv, message", [

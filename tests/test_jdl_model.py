@@ -170,3 +170,21 @@ def test_klr_is_stationary_and_its_norm_is_the_rkhs_norm(rng):
     assert accuracy > 0.8
     with pytest.raises(ValueError, match="labels"):
         fit_klr(X, labels + 1, k, lam)
+
+
+def test_hyperparameter_grid_search_returns_the_best_scored_fit():
+    from bayeskern.jdl import select_hyperparameters
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((80, 1))
+    Y = X + 0.3 * rng.standard_normal((80, 1))
+    seen = []
+
+    def score(model):
+        seen.append((float(model.kernel_x.lengthscale), float(model.kernel_y.lengthscale), model.lam))
+        return abs(model.lam - 1e-4) + (0.0 if len(seen) % 3 else np.nan)  # NaN scores never win
+
+    best, scores = select_hyperparameters(X, Y, score, scales=(0.5, 2.0), lams=(1e-6, 1e-4, 1e-2))
+    assert len(scores) == len(seen) == 12 and best[2] == 1e-4
+    assert np.isfinite(scores[best]) and scores[best] == min(v for v in scores.values() if np.isfinite(v))
+    assert {s[:2] for s in scores} == {(0.5, 0.5), (0.5, 2.0), (2.0, 0.5), (2.0, 2.0)}

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summary", "check"]
+__all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summary", "check", "pyplot",
+           "add_seed_and_out"]
 
 
 class CLIError(Exception):
@@ -64,3 +65,19 @@ def write_summary(out: Path, summary: dict, files) -> None:
     for name, value in summary.items():
         print(f"{name:>32}: {value}")
     print(f"{'wrote':>32}: {', '.join(str(f) for f in [out / 'summary.json', *files])}")
+
+
+def pyplot():
+    """matplotlib.pyplot on the file-only Agg backend (the command line never opens windows)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def add_seed_and_out(parser, seed_help: str) -> None:
+    """The ``--seed`` and ``--out`` options every subcommand has."""
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
+    parser.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import check, load_pair, output_folder, write_summary
+from ._io import add_seed_and_out, pyplot, check, load_pair, output_folder, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -51,11 +51,7 @@ def _run(args):
 
 
 def _plot(X, Y, result, labels, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from bayeskern.plotting import save_figure
 
     fig, ax = plt.subplots(figsize=(6, 4.5))
@@ -90,7 +86,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--m", type=int, default=50, help="size of the compressed set (default 50)")
     p.add_argument("--steps", type=int, default=1000, help="optimiser steps of ACKIP / JKIP (default 1000)")
     p.add_argument("--labels", action="store_true", help="Y is one column of integer class labels")
-    p.add_argument("--seed", type=int, default=0, help="seed for initial subsets, minibatches and lam_C tuning")
+    add_seed_and_out(p, "seed for initial subsets, minibatches and lam_C tuning")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
     p.set_defaults(run=_run, check=_check)

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import check, load_pair, load_sample, output_folder, write_summary
+from ._io import add_seed_and_out, pyplot, check, load_pair, load_sample, output_folder, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -13,6 +13,8 @@ def _run(args):
     import jax
 
     from bayeskern import kbr
+
+    from bayeskern.inference import band_coverage
 
     X, Z = load_pair(args.x, args.z, ("X", "Z"))
     X_test = load_sample(args.x_test, "X_TEST")
@@ -41,7 +43,7 @@ def _run(args):
         summary["nuts"] = nuts
         if Z_test is not None:
             summary["nuts"]["test_mse"] = kbr.filter_mse(columns[1], Z_test)
-            summary["nuts"]["band_coverage"] = float(np.mean((Z_test >= band[0]) & (Z_test <= band[1])))
+            summary["nuts"]["band_coverage"] = band_coverage(band, Z_test)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     d = Z.shape[1]
     names = [f"grid_{j}" for j in range(d)]
@@ -77,11 +79,7 @@ def _bayesian_average(args, X, Z, X_test, tuned, key, out):
 
 
 def _plot(columns, band, Z_test, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from bayeskern.plotting import save_figure
 
     d = columns[0].shape[1]
@@ -134,6 +132,5 @@ def add_parsers(sub) -> None:
                    help="Nystrom landmarks of the NUTS model's filters (default 40; 0 = exact, O(T^3) per step)")
     p.add_argument("--draws", type=int, default=100, help="posterior draws refitted for the average (default 100)")
     p.add_argument("--level", type=float, default=0.9, help="predictive band level (default 0.9)")
-    p.add_argument("--seed", type=int, default=0, help="seed for NUTS and the predictive noise")
-    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
+    add_seed_and_out(p, "seed for NUTS and the predictive noise")
     p.set_defaults(run=_run, check=_check)

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import check, load_pair, output_folder, write_summary
+from ._io import add_seed_and_out, pyplot, check, load_pair, output_folder, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -37,11 +37,7 @@ def _run(args):
 
 
 def _plot(X, Y, result, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from bayeskern.plotting import plot_null_distribution, save_figure
 
     fig, axes = plt.subplots(1, 2, figsize=(10.4, 4.2))
@@ -75,6 +71,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--permutations", type=int, default=500,
                    help="permutations of Y for the null (default 500); 0 uses the Gamma approximation (large n)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level for the reject/accept line (default 0.05)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the permutations and the BKL inducing points")
-    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
+    add_seed_and_out(p, "seed for the permutations and the BKL inducing points")
     p.set_defaults(run=_run, check=_check)

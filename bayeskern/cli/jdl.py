@@ -4,44 +4,34 @@ import time
 
 import numpy as np
 
-from ._io import check, load_pair, load_sample, output_folder, write_summary
+from ._io import add_seed_and_out, pyplot, check, load_pair, load_sample, output_folder, write_summary
 
-__all__ = ["add_parsers", "held_out_lsif_loss"]
+__all__ = ["add_parsers"]
 
 SCALES = (0.5, 1.0, 2.0)
 LAMBDAS = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2)
-
-
-def held_out_lsif_loss(model, X, Y) -> float:
-    """Least-squares density-ratio loss of 1 + h on held-out pairs (v of them), the quantity JDL fits in-sample:
-    (1/v^2) sum_ij (1 + h(x_i, y_j))^2 - (2/v) sum_i (1 + h(x_i, y_i)), from the features in O(v m^2)."""
-    Px, Py = np.asarray(model.features_x(X)), np.asarray(model.features_y(Y))
-    H, v = np.asarray(model.H), X.shape[0]
-    total = Py.sum(0) @ H @ Px.sum(0)
-    squares = np.sum((H @ (Px.T @ Px)) * ((Py.T @ Py) @ H))
-    paired = np.asarray(model.density_ratio(X, Y))
-    return float((v**2 + 2 * total + squares) / v**2 - 2 * paired.mean())
+_BLOCK = 1024  # query rows per block of conditional weights (memory O(block n), never q x n)
 
 
 def _validate(X, Y, args, key):
-    """(sigma_x, sigma_y, lam) minimising the held-out loss of the normalised model, 1/5 of the rows held out."""
+    """(sigma_x, sigma_y, lam) minimising the held-out loss E(h) of the normalised model, 1/5 of the rows held out."""
     import jax
 
     import bayeskern as bk
-    from bayeskern.jdl import fit_jdl, jdl_bases
+    from bayeskern.jdl import held_out_ratio_loss, select_hyperparameters
 
-    n = X.shape[0]
-    perm = np.asarray(jax.random.permutation(key, n))
-    val, fit = perm[: n // 5], perm[n // 5:]
-    med_x, med_y = float(bk.median_heuristic(X[fit])), float(bk.median_heuristic(Y[fit]))
-    scores = {}
-    for sx in SCALES:
-        for sy in SCALES:
-            bases = jdl_bases(X[fit], Y[fit], bk.RBF(sx * med_x), bk.RBF(sy * med_y), tol=args.tol)
-            for lam in LAMBDAS:
-                model = fit_jdl(None, None, None, None, lam, constraint="normalised", bases=bases)
-                scores[(sx * med_x, sy * med_y, lam)] = held_out_lsif_loss(model, X[val], Y[val])
-    return min(scores, key=scores.get), scores
+    perm = np.asarray(jax.random.permutation(key, X.shape[0]))
+    val, fit = perm[: X.shape[0] // 5], perm[X.shape[0] // 5:]
+    (sx, sy, lam), scores = select_hyperparameters(X[fit], Y[fit], lambda m: held_out_ratio_loss(m, X[val], Y[val]),
+                                                   scales=SCALES, lams=LAMBDAS, tol=args.tol)
+    return (sx * float(bk.median_heuristic(X[fit])), sy * float(bk.median_heuristic(Y[fit])), lam), scores
+
+
+def _negative_share(model, Xq) -> float:
+    """Share of query points whose conditional weights on the n training outcomes include a negative one."""
+    rows = [np.asarray(model.conditional_weights(Xq[i:i + _BLOCK]).mean).min(axis=1) < 0
+            for i in range(0, Xq.shape[0], _BLOCK)]
+    return float(np.mean(np.concatenate(rows)))
 
 
 def _run(args):
@@ -71,13 +61,12 @@ def _run(args):
     model = fit_jdl(X, Y, bk.RBF(sigma_x), bk.RBF(sigma_y), lam, constraint=args.constraint, tol=args.tol)
     mean = model.conditional_expectation(Xq)
     second = model.conditional_expectation(Xq, lambda V: V**2)
-    weights = np.asarray(model.conditional_weights(Xq).mean)
     sd = np.sqrt(np.clip(np.asarray(second.mean) - np.asarray(mean.mean) ** 2, 0.0, None))
     summary |= {"sigma_x": sigma_x, "sigma_y": sigma_y, "lam": lam,
                 "rank_x": int(model.basis_x.A.shape[1]), "rank_y": int(model.basis_y.A.shape[1]),
                 "normalisation_error": abs(float(model.total_mass()) - 1.0),
                 "queries": int(Xq.shape[0]), "undefined_conditionals": int(np.sum(mean.undefined)),
-                "queries_with_negative_weights": float(np.mean((weights < 0).any(axis=1))),
+                "queries_with_negative_weights": _negative_share(model, Xq),
                 "seconds": round(time.perf_counter() - t0, 3)}
     out = output_folder(args.out)
     model.save(out / "model.npz")
@@ -91,11 +80,7 @@ def _run(args):
 
 
 def _plot(X, Y, Xq, mean, sd, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from bayeskern.plotting import save_figure
 
     fig, ax = plt.subplots(figsize=(6.5, 4.5))
@@ -138,6 +123,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--scale-x", type=float, default=1.0, help="with --lam: RBF bandwidth of X as a multiple of "
                                                               "the median distance (default 1)")
     p.add_argument("--scale-y", type=float, default=1.0, help="with --lam: the same for Y (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the validation split")
-    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
+    add_seed_and_out(p, "seed of the validation split")
     p.set_defaults(run=_run, check=_check)

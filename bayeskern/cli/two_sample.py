@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import CLIError, check, load_sample, output_folder, write_summary
+from ._io import add_seed_and_out, pyplot, CLIError, check, load_sample, output_folder, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -104,11 +104,7 @@ def _witness(X, Y, ls, fit, split, args, key, summary, out):
 
 
 def _plot(X, Y, ls, fit, median, result, witness, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     from bayeskern.plotting import (plot_likelihood_curve, plot_null_distribution, plot_witness_1d, plot_witness_2d,
                                     save_figure)
 
@@ -159,8 +155,7 @@ def _add_test_options(p):
     p.add_argument("--warmup", type=int, default=500, help="NUTS warm-up iterations per chain (default 500)")
     p.add_argument("--samples", type=int, default=500, help="NUTS draws per chain (default 500)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level for the reject/accept line (default 0.05)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the permutations (and the demo data)")
-    p.add_argument("--out", default="bayeskern-out", help="folder for summary.json and PNG figures (default ./bayeskern-out)")
+    add_seed_and_out(p, "seed for the permutations (and the demo data)")
 
 
 def _check(args):

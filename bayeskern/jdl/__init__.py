@@ -7,9 +7,10 @@ low-rank CME (:func:`fit_cme`) and kernel logistic regression (:func:`fit_klr`) 
 
 from .cme import LowRankCME, fit_cme, simplex_qp
 from .factor import PivotedCholesky, RotatedBasis, pivoted_cholesky, rotate
-from .fit import CONSTRAINTS, JDLBases, fit_jdl, jdl_bases
+from .fit import CONSTRAINTS, JDLBases, fit_jdl, jdl_bases, select_hyperparameters
 from .jpdl import PolynomialBasis, fit_jpdl, monomial_exponents, polynomial_basis, sos_certificate
 from .klr import LowRankKLR, fit_klr
+from .metrics import held_out_ratio_loss
 from .model import ConditionalExpectation, JointDistributionModel, load_model
 from .positivity import grid_row_minima, solve_grid_positive
 from ..sharding import row_mesh, shard_rows
@@ -21,7 +22,7 @@ __all__ = [
     "JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objective",
     "JDLSolution", "solve_unconstrained", "solve_normalised", "solve_positive", "positivity_margin",
     "solve_grid_positive", "grid_row_minima",
-    "JDLBases", "jdl_bases", "fit_jdl", "CONSTRAINTS",
+    "JDLBases", "jdl_bases", "fit_jdl", "CONSTRAINTS", "select_hyperparameters", "held_out_ratio_loss",
     "ConditionalExpectation", "JointDistributionModel", "load_model",
     "LowRankCME", "fit_cme", "simplex_qp",
     "LowRankKLR", "fit_klr",

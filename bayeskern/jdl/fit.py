@@ -3,17 +3,20 @@
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 from .._config import require_x64
 from .._validation import as_points, check_same_length
 from ..kernels.base import Kernel
+from ..kernels.heuristics import median_heuristic
+from ..kernels.stationary import RBF
 from .factor import RotatedBasis, pivoted_cholesky, rotate
 from .model import JointDistributionModel
 from .positivity import solve_grid_positive
 from .problem import box_bounds, jdl_problem, kernel_bounds
 from .solvers import solve_normalised, solve_positive, solve_unconstrained
 
-__all__ = ["JDLBases", "jdl_bases", "fit_jdl", "CONSTRAINTS"]
+__all__ = ["select_hyperparameters", "JDLBases", "jdl_bases", "fit_jdl", "CONSTRAINTS"]
 
 CONSTRAINTS = ("unconstrained", "normalised", "data_box", "kernel_bound", "grid")
 
@@ -84,3 +87,23 @@ def _diagonal_bound(kernel: Kernel, Z, name: str) -> float:
     if not bool(jnp.allclose(diag, diag[0], rtol=1e-12, atol=0.0)):
         raise ValueError(f"constraint='kernel_bound' needs a kernel with constant diagonal k(u, u); {name} varies")
     return float(diag[0])
+
+
+def select_hyperparameters(X, Y, score, *, scales=(0.5, 1.0, 2.0), lams=(1e-6, 1e-4, 1e-2), tol: float = 1e-3,
+                           constraint: str = "normalised"):
+    """Grid search of RBF bandwidths (``scales`` x the median distance of X and of Y) and lam for JDL models
+    fitted on X (n, d_X), Y (n, d_Y): one pair of bases per bandwidth pair, reused across lam.
+
+    ``score(model) -> float`` (lower is better; NaN counts as +inf), e.g. a validation loss on held-out pairs.
+    Returns ((scale_x, scale_y, lam) of the best score, {(scale_x, scale_y, lam): score}).
+    """
+    med_x, med_y = median_heuristic(X), median_heuristic(Y)
+    scores = {}
+    for sx in scales:
+        for sy in scales:
+            bases = jdl_bases(X, Y, RBF(sx * med_x), RBF(sy * med_y), tol=tol)
+            for lam in lams:
+                model = fit_jdl(None, None, None, None, lam, constraint=constraint, bases=bases)
+                scores[(float(sx), float(sy), float(lam))] = float(score(model))
+    best = min(scores, key=lambda k: np.nan_to_num(scores[k], nan=np.inf))
+    return best, scores

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-__all__ = ["relative_moment_loss", "clipped_log_loss", "non_psd_share", "negative_weight_share"]
+__all__ = ["relative_moment_loss", "clipped_log_loss", "non_psd_share", "negative_weight_share", "held_out_ratio_loss"]
 
 
 def relative_moment_loss(exact, estimate) -> float:
@@ -32,3 +32,15 @@ def non_psd_share(M, tau: float = 1e-10) -> float:
 def negative_weight_share(weights) -> float:
     """Share of query points (rows of a (q, n) weight matrix) with at least one negative weight."""
     return float(np.mean(np.asarray(weights).min(axis=1) < 0))
+
+
+def held_out_ratio_loss(model, X, Y) -> float:
+    """The estimation loss E(h) of spec §2.3 on v held-out pairs (X, Y) (rows paired), minus the constant v:
+    (1/v^2) sum_ij (1 + h(x_i, y_j))^2 - (2/v) sum_i (1 + h(x_i, y_i)), from the features in O(v m^2), no v x v
+    matrix. A validation score for JDL hyperparameters."""
+    Px, Py = np.asarray(model.features_x(X)), np.asarray(model.features_y(Y))
+    H, v = np.asarray(model.H), X.shape[0]
+    total = Py.sum(0) @ H @ Px.sum(0)
+    squares = np.sum((H @ (Px.T @ Px)) * ((Py.T @ Py) @ H))
+    paired = np.asarray(model.density_ratio(X, Y))
+    return float((v**2 + 2 * total + squares) / v**2 - 2 * paired.mean())

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import as_points, check_same_length
-from ..jdl import fit_jdl, jdl_bases
+from ..jdl import fit_jdl, select_hyperparameters
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 
@@ -53,15 +53,11 @@ def jdl_regression(X, Z, *, n_val: int = 200, scales=(0.5, 1.0, 2.0), lams=(1e-6
     if T - V < 2 or V < 1:
         raise ValueError(f"jdl_regression needs at least 4 pairs for a validation split, got {T}")
     fit_x, fit_z, val_x, val_z = X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]
-    med_x, med_z = median_heuristic(fit_x), median_heuristic(fit_z)
-    scores = {}
-    for sx in scales:
-        for sz in scales:
-            bases = jdl_bases(fit_x, fit_z, RBF(sx * med_x), RBF(sz * med_z), tol=tol)
-            for lam in lams:
-                model = fit_jdl(None, None, None, None, lam, constraint="normalised", bases=bases)
-                mean = np.asarray(model.conditional_expectation(val_x).mean)
-                scores[(sx, sz, lam)] = np.mean(np.sum((mean - np.asarray(val_z)) ** 2, axis=1))
-    sx, sz, lam = min(scores, key=lambda k: np.nan_to_num(scores[k], nan=np.inf))
-    med_x, med_z = median_heuristic(X), median_heuristic(Z)
-    return fit_jdl(X, Z, RBF(sx * med_x), RBF(sz * med_z), lam, constraint="normalised", tol=tol)
+
+    def validation_mse(model):
+        mean = np.asarray(model.conditional_expectation(val_x).mean)
+        return np.mean(np.sum((mean - np.asarray(val_z)) ** 2, axis=1))
+
+    (sx, sz, lam), _ = select_hyperparameters(fit_x, fit_z, validation_mse, scales=scales, lams=lams, tol=tol)
+    return fit_jdl(X, Z, RBF(sx * median_heuristic(X)), RBF(sz * median_heuristic(Z)), lam, constraint="normalised",
+                   tol=tol)
