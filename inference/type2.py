@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import jaxopt
 import numpy as np
+import scipy.optimize
 
 from bayeskern._validation import check_positive
 from bayeskern.bke.objective import SEPseudolikelihood
@@ -50,8 +51,23 @@ def log_grid(X, Z=None, *, size: int = 161, low: float = 0.01, high: float = 3.0
 
 
 @jax.jit
+def _log_likelihood(objective, log_theta, tau2):
+    return objective(jnp.exp(log_theta), tau2)
+
+
 def _curve(objective, log_thetas, tau2):
-    return jax.lax.map(lambda r: objective(jnp.exp(r), tau2), log_thetas)  # sequential: keeps the conds lazy
+    """L at each log theta: one compiled scalar evaluation, reused by the refinement (no gradient to compile)."""
+    return np.array([float(_log_likelihood(objective, r, tau2)) for r in np.asarray(log_thetas, float)])
+
+
+def _refine(objective, tau2, lo, hi, tol):
+    """Brent's bounded search for the maximiser of L over log theta in [lo, hi], to width ``tol``."""
+    def negative(r):
+        value = float(_log_likelihood(objective, r, tau2))
+        return -value if np.isfinite(value) else 1e300
+
+    result = scipy.optimize.minimize_scalar(negative, bounds=(lo, hi), method="bounded", options=dict(xatol=tol))
+    return float(result.x), -float(result.fun)
 
 
 def _negative(params, objective, tau2):
@@ -90,9 +106,10 @@ def fit_type2(X, Z, tau2=1.0, *, grid=None, ard: bool = False, learn_tau2: bool 
     X: (n, D) likelihood points; Z: (m, D) held-out inducing points (see
     :func:`bayeskern.bke.hold_out_inducing`). Isotropic: L on ``grid`` (default
     :func:`log_grid`: 161 points on [median/100, 3 median]), then every grid-local maximum is
-    refined by bounded L-BFGS in log theta between its grid neighbours (tolerance ``tol``).
-    ``ard=True``: multi-start bounded L-BFGS in log theta_d from the isotropic optimum and
-    ``n_starts - 1`` random starts in the grid box (drawn with ``key``, default key 0).
+    refined by Brent's bounded search in log theta between its grid neighbours (to a bracket of
+    width ``tol``; only L itself is compiled, no gradient). ``ard=True``: multi-start bounded
+    L-BFGS in log theta_d from the isotropic optimum and ``n_starts - 1`` random starts in the
+    grid box (drawn with ``key``, default key 0; ``tol`` bounds the projected gradient).
     ``learn_tau2=True`` also maximises over tau2, which is unbounded for m > D (spec §8.6):
     it warns when tau2 reaches its lower bound or theta its upper bound. ``convention``,
     ``volume``, ``nu``, ``eta``, ``center``, ``r_scale``: see :class:`SEPseudolikelihood`.
@@ -105,14 +122,13 @@ def fit_type2(X, Z, tau2=1.0, *, grid=None, ard: bool = False, learn_tau2: bool 
         raise ValueError(f"grid must be a 1-D array of at least 3 lengthscales, got shape {grid.shape}")
     grid = np.sort(grid)
     rho = np.log(grid)
-    curve = np.asarray(_curve(objective, jnp.asarray(rho), tau2))
+    curve = _curve(objective, rho, tau2)
     if not np.any(np.isfinite(curve)):
         raise FloatingPointError("the pseudolikelihood is -inf on the whole grid (R_zz + tau2/n I never factorised)")
     peaks = _grid_local_maxima(curve)
     local = []
     for i in peaks:
-        lo, hi = rho[max(i - 1, 0)], rho[min(i + 1, len(rho) - 1)]
-        (r, _), value = _maximise(objective, tau2, (jnp.asarray(rho[i]), None), ((lo, None), (hi, None)), tol)
+        r, value = _refine(objective, tau2, rho[max(i - 1, 0)], rho[min(i + 1, len(rho) - 1)], tol)
         if value < curve[i]:  # keep the grid point if the refinement did not improve on it
             r, value = rho[i], float(curve[i])
         local.append((float(np.exp(r)), float(value)))
