@@ -56,7 +56,7 @@ def test_two_sample_reads_csv_and_npy(tmp_path):
     assert (out / "two_sample.png").exists()
 
 
-def test_bad_files_give_one_line_errors(tmp_path):
+def test_bad_files_give_one_line_errors(tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("a,b\n1,x\n2,3\n")
     np.save(tmp_path / "y3.npy", np.ones((5, 3)))
     np.save(tmp_path / "y2.npy", np.arange(10.0).reshape(5, 2))
@@ -67,12 +67,21 @@ def test_bad_files_give_one_line_errors(tmp_path):
         ([str(tmp_path / "y2.npy"), str(tmp_path / "y2.npy"), "--permutations", "0"], "--permutations must be >= 1"),
         ([str(tmp_path / "y2.npy"), str(tmp_path / "y2.npy"), "--tau2", "-1"], "--tau2 must be positive"),
     ]
-    for argv, message in cases:
-        proc = subprocess.run([sys.executable, "-m", "bayeskern.cli", "two-sample", *argv, "--out", str(tmp_path)],
-                              capture_output=True, text=True)
-        assert proc.returncode == 2
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1 and message in lines[0], proc.stderr
+    # the installed entry point, in a fresh interpreter: exit status 2 and one line on stderr, no traceback
+    proc = subprocess.run([sys.executable, "-m", "bayeskern.cli", "two-sample", *cases[0][0], "--out", str(tmp_path)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and cases[0][1] in lines[0], proc.stderr
+    for argv, message in cases[1:]:  # the same handler, in process (suite time)
+        _assert_one_line_error(["two-sample", *argv, "--out", str(tmp_path)], message, capsys)
+
+
+def _assert_one_line_error(argv, message, capsys):
+    capsys.readouterr()
+    assert main(argv) == 2  # any other exception would propagate here as a traceback
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("bayeskern: error: ") and message in lines[0], lines
 
 
 def test_independence_detects_dependence_and_offers_the_gamma_null(tmp_path):
@@ -199,17 +208,13 @@ def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
     (["filter", "{a}", "{a}", "{c}"], "X_TEST has 3 columns"),
     (["filter", "{a}", "{b}", "{a}"], "rows must be paired"),
 ])
-def test_new_subcommands_give_one_line_errors(tmp_path, argv, message):
+def test_new_subcommands_give_one_line_errors(tmp_path, argv, message, capsys):
     rng = np.random.default_rng(0)
     np.save(tmp_path / "a.npy", rng.standard_normal((30, 2)))
     np.save(tmp_path / "b.npy", rng.standard_normal((20, 2)))
     np.save(tmp_path / "c.npy", rng.standard_normal((20, 3)))
     argv = [a.format(a=tmp_path / "a.npy", b=tmp_path / "b.npy", c=tmp_path / "c.npy") for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "bayeskern.cli", *argv, "--out", str(tmp_path)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0], proc.stderr
+    _assert_one_line_error([*argv, "--out", str(tmp_path)], message, capsys)
 
 
 def test_every_subcommand_explains_its_options():

@@ -6,7 +6,7 @@ import textwrap
 
 SCRIPT = textwrap.dedent("""
     import os
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=2"
     os.environ["JAX_PLATFORMS"] = "cpu"  # two forced host devices, also on a GPU machine
     import jax
     import numpy as np

@@ -4,7 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from numpyro.infer.util import initialize_model
+from numpyro import handlers
+from numpyro.infer.util import initialize_model, potential_energy
 
 from bayeskern import kbr
 from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
@@ -20,11 +21,13 @@ def small():
 @pytest.mark.parametrize("method", ["iw", "original"])
 def test_model_density_and_gradient_are_finite_and_match_the_filter(small, method):
     seq, split = small
-    info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(split,), model_kwargs=dict(method=method))
-    value, grad = jax.jit(jax.value_and_grad(info.potential_fn))(info.param_info.z)
+    z = {"log_cx": jnp.asarray(0.2), "log_cz": jnp.asarray(-0.1), "log_lam": jnp.log(3e-3),
+         "log_eta": jnp.log(2e-4), "log_s": jnp.log(0.15)}  # all sites are unconstrained: z is NUTS's parameter
+    potential = jax.jit(jax.value_and_grad(
+        lambda z: potential_energy(kbf_hyper_model, (split,), dict(method=method), z)))  # one compilation
+    value, grad = potential(z)
     assert np.isfinite(float(value)) and all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
     # the potential is minus (log prior + Gaussian log-likelihood of the validation latents given the filter)
-    z = info.param_info.z
     kbf = kbr.KernelBayesFilter.build(split.X_fit, split.Z_fit, jnp.exp(z["log_cx"]) * split.median_x,
                                       jnp.exp(z["log_cz"]) * split.median_z, jnp.exp(z["log_lam"]),
                                       jnp.exp(z["log_eta"]), method=method, smooth_truncation=1e-3)
@@ -109,15 +112,21 @@ def test_compressed_split_builds_the_model_on_m_transitions(small):
     small_split = compress_split(split, 12, key=jax.random.key(3), num_steps=20)
     assert small_split.X_fit.shape == small_split.Z_fit.shape == small_split.Z_prev.shape == (12, 2)
     assert small_split.X_val is split.X_val and small_split.median_x == split.median_x  # same bandwidth units
-    info = initialize_model(jax.random.key(1), kbf_hyper_model, model_args=(small_split,))  # finite value and grad
-    z = info.param_info.z
+    z = {"log_cx": jnp.asarray(0.2), "log_cz": jnp.asarray(-0.1), "log_lam": jnp.log(3e-3),
+         "log_eta": jnp.log(2e-4), "log_s": jnp.log(0.15)}
+
+    @jax.jit
+    def model_at(z):  # the potential, its gradient and the deterministic site (filtered validation means)
+        trace = handlers.trace(handlers.substitute(kbf_hyper_model, data=z)).get_trace(small_split)
+        return jax.value_and_grad(lambda z: potential_energy(kbf_hyper_model, (small_split,), {}, z))(z), \
+            trace["z_val_hat"]["value"]
+
+    (value, grad), zhat = model_at(z)
     kbf = kbr.KernelBayesFilter.build(small_split.X_fit, small_split.Z_fit, jnp.exp(z["log_cx"]) * split.median_x,
                                       jnp.exp(z["log_cz"]) * split.median_z, jnp.exp(z["log_lam"]),
                                       jnp.exp(z["log_eta"]), smooth_truncation=1e-3, Z_prev=small_split.Z_prev)
-    value = float(info.potential_fn(z))
-    zhat = info.postprocess_fn(z)  # deterministic site: the model's filtered validation means
-    np.testing.assert_allclose(zhat["z_val_hat"], kbf.filter(split.X_val), atol=1e-10)
-    assert np.isfinite(value)
+    np.testing.assert_allclose(zhat, kbf.filter(split.X_val), atol=1e-10)
+    assert np.isfinite(float(value)) and all(np.isfinite(float(g)) for g in jax.tree.leaves(grad))
     with pytest.raises(ValueError, match="already compressed"):
         compress_split(small_split, 5, key=jax.random.key(0))
     with pytest.raises(ValueError, match="m must lie in"):
