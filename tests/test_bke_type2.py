@@ -155,6 +155,11 @@ def test_herding_inducing_points_follow_the_greedy_rule_and_represent_the_sample
     randoms = [float(mmd2_biased(X, hold_out_inducing(X, jax.random.key(s), 8)[1], kernel)) for s in range(5)]
     assert herd < min(randoms)
     assert herding_inducing(X)[1].shape == (default_num_inducing(200, 1), 1)  # default m and kernel
+    # default kernel: lengthscale median x m^(-1/D), the spacing of m points (2-D here)
+    X2 = np.random.default_rng(0).standard_normal((120, 2))
+    spacing = RBF(float(median_heuristic(X2)) * 16 ** -0.5)
+    np.testing.assert_array_equal(herding_inducing(X2, 16)[1], herding_inducing(X2, 16, kernel=spacing)[1])
+    assert not np.array_equal(herding_inducing(X2, 16)[1], herding_inducing(X2, 16, kernel=RBF(median_heuristic(X2)))[1])
 
 
 def test_herding_inducing_points_stabilise_type2_lengthscales_across_seeds():

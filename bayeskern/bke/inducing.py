@@ -39,13 +39,15 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
 
     The spec's "compressed set" rule (bke.md §12): greedily z_{t+1} = argmax over the unused points x of
     mu(x) - (sum_{s<=t} k(x, z_s) + k(x, x) / 2) / (t + 1), mu the sample's mean embedding, so the m points
-    spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF at the median
-    heuristic. Matrix-free: memory O(N * block_size), time O(N^2 + N m). Returns ``(X_rest, Z)`` as
+    spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF with lengthscale
+    median heuristic x m^(-1/D), the spacing of m points over the sample: a kernel as wide as the median
+    resolves only the first few points, after which the greedy choice follows round-off-sized residuals.
+    Matrix-free: memory O(N * block_size), time O(N^2 + N m). Returns ``(X_rest, Z)`` as
     :func:`hold_out_inducing` does.
     """
     X = as_points(X, "X")
     m = _check_size(X, m)
-    kernel = RBF(median_heuristic(X)) if kernel is None else kernel
+    kernel = RBF(median_heuristic(X) * m ** (-1.0 / X.shape[1])) if kernel is None else kernel
     mu = kernel_row_sums(kernel, X, block_size=block_size) / X.shape[0]
     chosen = np.asarray(_herd(kernel, X, mu, m))
     return _split(X, chosen, np.setdiff1d(np.arange(X.shape[0]), chosen))
