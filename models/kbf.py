@@ -1,5 +1,6 @@
 """A NumPyro model of the kernel Bayes filter's hyperparameters (spec kbr.md §7; a library extension)."""
 
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -107,13 +108,22 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
     log_lam, log_eta = _normal("log_lam", method), _normal("log_eta")
     lam_prime = None if tie_transition else jnp.exp(_normal("log_lam_prime"))
     log_s = _normal("log_s")
-    sigma_x = jnp.exp(log_cx) * split.median_x
-    if split.landmarks is not None:
-        sigma_x = FeatureKernel(nystrom_features(RBF(sigma_x), split.landmarks))
-    kbf = KernelBayesFilter.build(split.X_fit, split.Z_fit, sigma_x,
-                                  jnp.exp(log_cz) * split.median_z, jnp.exp(log_lam), jnp.exp(log_eta), lam_prime,
-                                  method=method, smooth_truncation=smooth_truncation, Z_prev=split.Z_prev)
-    zhat = kbf.filter(split.X_val)
+    zhat = _validation_means(split, log_cx, log_cz, log_lam, log_eta, lam_prime, method, smooth_truncation)
     numpyro.deterministic("z_val_hat", zhat)
     with numpyro.handlers.scale(scale=tau):
         numpyro.sample("z_val", dist.Normal(zhat[burn_in:], jnp.exp(log_s)).to_event(2), obs=split.Z_val[burn_in:])
+
+
+@partial(jax.jit, static_argnames=("method", "smooth_truncation"))
+def _validation_means(split, log_cx, log_cz, log_lam, log_eta, lam_prime, method, smooth_truncation):
+    """The model's filter (built on the fit pairs) run over the validation observations: (V, d_z).
+
+    One compiled program, also where NumPyro evaluates the model outside ``jit`` (initialisation, predictive).
+    """
+    sigma_x = jnp.exp(log_cx) * split.median_x
+    if split.landmarks is not None:
+        sigma_x = FeatureKernel(nystrom_features(RBF(sigma_x), split.landmarks))
+    kbf = KernelBayesFilter.build(split.X_fit, split.Z_fit, sigma_x, jnp.exp(log_cz) * split.median_z,
+                                  jnp.exp(log_lam), jnp.exp(log_eta), lam_prime, method=method,
+                                  smooth_truncation=smooth_truncation, Z_prev=split.Z_prev)
+    return kbf.filter(split.X_val)
