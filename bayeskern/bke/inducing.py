@@ -41,7 +41,7 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
     mu(x) - (sum_{s<=t} k(x, z_s) + k(x, x) / 2) / (t + 1), mu the sample's mean embedding, so the m points
     spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF with lengthscale
     median heuristic x m^(-1/D), the spacing of m points over the sample: a kernel as wide as the median
-    resolves only the first few points, after which the greedy choice follows round-off-sized residuals.
+    resolves only the first few points, after which the greedy choice follows tiny residuals.
     Matrix-free: memory O(N * block_size), time O(N^2 + N m). Returns ``(X_rest, Z)`` as
     :func:`hold_out_inducing` does.
     """
