@@ -173,6 +173,7 @@ def test_klr_is_stationary_and_its_norm_is_the_rkhs_norm(rng):
 
 
 def test_hyperparameter_grid_search_returns_the_best_scored_fit():
+    from bayeskern import median_heuristic
     from bayeskern.jdl import select_hyperparameters
 
     rng = np.random.default_rng(5)
@@ -180,11 +181,14 @@ def test_hyperparameter_grid_search_returns_the_best_scored_fit():
     Y = X + 0.3 * rng.standard_normal((80, 1))
     seen = []
 
-    def score(model):
+    def score(model):  # best at lam = 1e-4, earlier bandwidth pairs better; the first fit scores NaN
         seen.append((float(model.kernel_x.lengthscale), float(model.kernel_y.lengthscale), model.lam))
-        return abs(model.lam - 1e-4) + (0.0 if len(seen) % 3 else np.nan)  # NaN scores never win
+        value = abs(np.log10(model.lam) + 4) + 1e-3 * len(seen)
+        return np.nan if len(seen) == 1 else value  # a NaN first defeats min(), argmin and nan_to_num
 
     best, scores = select_hyperparameters(X, Y, score, scales=(0.5, 2.0), lams=(1e-6, 1e-4, 1e-2))
-    assert len(scores) == len(seen) == 12 and best[2] == 1e-4
-    assert np.isfinite(scores[best]) and scores[best] == min(v for v in scores.values() if np.isfinite(v))
+    assert len(scores) == len(seen) == 12
+    assert best == (0.5, 0.5, 1e-4) and np.isnan(scores[(0.5, 0.5, 1e-6)])  # NaN never wins
     assert {s[:2] for s in scores} == {(0.5, 0.5), (0.5, 2.0), (2.0, 0.5), (2.0, 2.0)}
+    mx, my = float(median_heuristic(X)), float(median_heuristic(Y))  # bandwidths = scale x median
+    assert {(round(a / mx, 12), round(b / my, 12)) for a, b, _ in seen} == {s[:2] for s in scores}

@@ -12,6 +12,11 @@ from bayeskern.inference import band_coverage, kbf_init_values, posterior_predic
 from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 
 
+# a point of the model's parameter space (all sites are unconstrained reals: z is what NUTS moves)
+_HYPER_POINT = {"log_cx": jnp.asarray(0.2), "log_cz": jnp.asarray(-0.1), "log_lam": jnp.log(3e-3),
+                "log_eta": jnp.log(2e-4), "log_s": jnp.log(0.15)}
+
+
 @pytest.fixture(scope="module")
 def small():
     seq = kbr.data.circle_dynamics(80, jax.random.key(0), T_test=20)
@@ -21,8 +26,7 @@ def small():
 @pytest.mark.parametrize("method", ["iw", "original"])
 def test_model_density_and_gradient_are_finite_and_match_the_filter(small, method):
     seq, split = small
-    z = {"log_cx": jnp.asarray(0.2), "log_cz": jnp.asarray(-0.1), "log_lam": jnp.log(3e-3),
-         "log_eta": jnp.log(2e-4), "log_s": jnp.log(0.15)}  # all sites are unconstrained: z is NUTS's parameter
+    z = _HYPER_POINT
     potential = jax.jit(jax.value_and_grad(
         lambda z: potential_energy(kbf_hyper_model, (split,), dict(method=method), z)))  # one compilation
     value, grad = potential(z)
@@ -112,8 +116,7 @@ def test_compressed_split_builds_the_model_on_m_transitions(small):
     small_split = compress_split(split, 12, key=jax.random.key(3), num_steps=20)
     assert small_split.X_fit.shape == small_split.Z_fit.shape == small_split.Z_prev.shape == (12, 2)
     assert small_split.X_val is split.X_val and small_split.median_x == split.median_x  # same bandwidth units
-    z = {"log_cx": jnp.asarray(0.2), "log_cz": jnp.asarray(-0.1), "log_lam": jnp.log(3e-3),
-         "log_eta": jnp.log(2e-4), "log_s": jnp.log(0.15)}
+    z = _HYPER_POINT
 
     @jax.jit
     def model_at(z):  # the potential, its gradient and the deterministic site (filtered validation means)

@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, pyplot, check, load_pair, load_sample, output_folder, write_summary
+from ._io import add_seed_and_out, check, load_pair, load_sample, output_folder, pyplot, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -13,7 +13,6 @@ def _run(args):
     import jax
 
     from bayeskern import kbr
-
     from bayeskern.inference import band_coverage
 
     X, Z = load_pair(args.x, args.z, ("X", "Z"))

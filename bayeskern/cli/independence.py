@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, pyplot, check, load_pair, output_folder, write_summary
+from ._io import add_seed_and_out, check, load_pair, output_folder, pyplot, write_summary
 
 __all__ = ["add_parsers"]
 

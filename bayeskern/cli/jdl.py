@@ -4,7 +4,7 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, pyplot, check, load_pair, load_sample, output_folder, write_summary
+from ._io import add_seed_and_out, check, load_pair, load_sample, output_folder, pyplot, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -28,10 +28,12 @@ def _validate(X, Y, args, key):
 
 
 def _negative_share(model, Xq) -> float:
-    """Share of query points whose conditional weights on the n training outcomes include a negative one."""
-    rows = [np.asarray(model.conditional_weights(Xq[i:i + _BLOCK]).mean).min(axis=1) < 0
-            for i in range(0, Xq.shape[0], _BLOCK)]
-    return float(np.mean(np.concatenate(rows)))
+    """Share of query points whose conditional weights on the n training outcomes include a negative one,
+    in row blocks (memory O(block n))."""
+    from bayeskern.jdl.metrics import negative_weight_share
+
+    blocks = [Xq[i:i + _BLOCK] for i in range(0, Xq.shape[0], _BLOCK)]
+    return sum(negative_weight_share(model.conditional_weights(b).mean) * len(b) for b in blocks) / Xq.shape[0]
 
 
 def _run(args):
