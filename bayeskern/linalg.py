@@ -29,15 +29,38 @@ def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     Tries ``A``, then ``A + jitter * 10^(t-1) * mean(diag A) * I`` for t = 1..max_tries,
     stopping at the first finite factor. Returns ``(L, added, ok)``: the factor,
     the jitter actually added, and whether a finite factor was found. Traceable
-    and differentiable (``jit``, ``grad``, ``vmap``).
+    and differentiable (``jit``, ``grad``, ``vmap``): the derivative is the Cholesky
+    derivative at the factor found, with the added jitter held constant.
     """
+    return _jittered_factor(A, jitter, max_tries)
+
+
+@partial(jax.custom_jvp, nondiff_argnums=(1, 2))
+def _jittered_factor(A, jitter, max_tries):
+    # one factorisation in a while_loop (a vmapped batch runs only the attempts some member needs); the
+    # custom JVP differentiates the factor found instead of the loop, so the program holds one Cholesky
     attempt = _attempts(A, jitter)
 
-    # unrolled lax.cond chain (not a while_loop) so reverse-mode autodiff goes through
-    L, added, ok = attempt(0)
-    for t in range(1, max_tries + 1):
-        L, added, ok = lax.cond(ok, lambda s: s, lambda s, t=t: attempt(t), (L, added, ok))
-    return L, added, ok
+    def failed(state):
+        t, _, _, ok = state
+        return ~ok & (t < max_tries)
+
+    def retry(state):
+        t = state[0] + 1
+        return (t,) + attempt(t)
+
+    start = (jnp.asarray(-1), jnp.zeros_like(A), jnp.zeros((), A.dtype), jnp.asarray(False))
+    return lax.while_loop(failed, retry, start)[1:]
+
+
+@_jittered_factor.defjvp
+def _jittered_factor_jvp(jitter, max_tries, primals, tangents):
+    (A,), (dA,) = primals, tangents
+    L, added, ok = _jittered_factor(A, jitter, max_tries)
+    # d(L L^T) = sym(dA)  =>  dL = L Phi(L^{-1} sym(dA) L^{-T}), Phi: lower triangle with half the diagonal
+    inner = solve_triangular(L, solve_triangular(L, 0.5 * (dA + dA.T), lower=True).T, lower=True)
+    dL = L @ (jnp.tril(inner) - 0.5 * jnp.diag(jnp.diag(inner)))
+    return (L, added, ok), (dL, jnp.zeros_like(added), np.zeros((), dtype=jax.dtypes.float0))
 
 
 def cholesky(A, *, what: str = "matrix", jitter: float = 1e-10, max_tries: int = 8):
@@ -72,7 +95,6 @@ def whiten(L, B):
     return solve_triangular(L, B, lower=True)
 
 
-
 @jax.jit
 def spd_solve(A, B):
     """Solve A X = B for symmetric positive definite A by a jittered Cholesky factor; compiled once per shape.
@@ -80,7 +102,7 @@ def spd_solve(A, B):
     Differentiated as a linear solve (``lax.custom_linear_solve``): the adjoint reuses the factor, so a
     gradient costs O(n^2) more per right-hand side instead of differentiating the O(n^3) factorisation.
     """
-    L = _jittered_cholesky_loop(lax.stop_gradient(A))
+    L = _jittered_factor(lax.stop_gradient(A), 1e-10, 8)[0]
     return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: cho_solve_psd(L, R), symmetric=True)
 
 
@@ -96,19 +118,3 @@ def _attempts(A, jitter):
         return L, added, jnp.all(jnp.isfinite(L))
 
     return attempt
-
-
-def _jittered_cholesky_loop(A, jitter: float = 1e-10, max_tries: int = 8):
-    """:func:`jittered_cholesky`'s factor by a ``while_loop`` (not differentiable, cheap under ``vmap``: a batch
-    runs only the attempts some member needs, where the differentiable ``lax.cond`` chain evaluates all of them)."""
-    attempt = _attempts(A, jitter)
-
-    def failed(state):
-        t, _, ok = state
-        return ~ok & (t < max_tries)
-
-    def retry(state):
-        t = state[0] + 1
-        return (t,) + attempt(t)[::2]
-
-    return lax.while_loop(failed, retry, (0,) + attempt(0)[::2])[1]

@@ -25,6 +25,47 @@ from bayeskern.models import compress_split, kbf_hyper_model, split_for_validati
 from _common import machine_line
 
 
+def run(*, T=300, n_val=100, landmarks=40, compress=0, compress_steps=1000, chains=2, warmup=300, samples=300,
+        depth=6, seed=0, log=print) -> dict:
+    """The acceptance-4 run: grid filter, NUTS over its hyperparameters, Bayesian-averaged predictive filtering.
+
+    Returns grid_mse, bayes_mse, coverage (90% predictive band), hyper_coverage, diagnostics, wall (NUTS seconds)
+    and draws (site -> flattened draws); ``log`` receives the progress lines.
+    """
+    setting = f"ACKIP-compressed to m = {compress} transitions" if compress else f"landmarks {landmarks or 'none (exact)'}"
+    log(machine_line(f"rotation, T = {T}, V = {n_val}, {setting}"))
+    seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting="rotation")
+    start = time.perf_counter()
+    tuned = kbr.tune_kbf(seq.X, seq.Z, method="iw", n_val=n_val)
+    grid_mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
+    log(f"grid filter: c = {tuned.c}, lam = {tuned.lam}, eta = {tuned.eta}, test MSE {grid_mse:.4f} "
+        f"({time.perf_counter() - start:.1f} s)")
+    split = split_for_validation(seq.X, seq.Z, n_val=n_val, num_landmarks=None if compress else landmarks or None)
+    if compress:
+        start = time.perf_counter()
+        split = compress_split(split, compress, key=jax.random.key(seed + 3), num_steps=compress_steps)
+        log(f"ACKIP compression of {T - n_val - 1} transitions to {compress}: {time.perf_counter() - start:.1f} s")
+    mcmc = run_nuts(kbf_hyper_model, split, key=jax.random.key(seed + 1), num_chains=chains, num_warmup=warmup,
+                    num_samples=samples, init_values=kbf_init_values(tuned, 2), target_accept=0.85,
+                    max_tree_depth=depth, rhat_max=1.05, min_ess=1,
+                    chain_method="sequential")  # the filter's gradient is costly and branchy: no vmap over chains
+    d = mcmc.diagnostics
+    pred = posterior_predictive_filter(mcmc.draws(), seq.X, seq.Z, seq.X_test, key=jax.random.key(seed + 2))
+    out = {"grid_mse": grid_mse, "bayes_mse": kbr.filter_mse(pred.mean, seq.Z_test),
+           "coverage": band_coverage(pred.predictive_band, seq.Z_test),
+           "hyper_coverage": band_coverage(pred.hyper_band, seq.Z_test), "diagnostics": d,
+           "wall": mcmc.wall_time, "draws": mcmc.draws()}
+    log(f"NUTS {chains} x ({warmup} + {samples}), depth {depth}: wall {mcmc.wall_time:.1f} s, max R-hat "
+        f"{d.max_rhat:.3f}, min bulk ESS {d.min_ess_bulk:.0f}, divergences {d.divergences} "
+        f"({100 * d.divergences / (chains * samples):.1f}%)")
+    log(f"Bayesian-averaged test MSE {out['bayes_mse']:.4f} = {out['bayes_mse'] / grid_mse:.3f} x grid; 90% "
+        f"predictive band coverage {out['coverage']:.3f}; hyperparameter band coverage {out['hyper_coverage']:.3f}")
+    for k in ("log_cx", "log_cz", "log_lam", "log_eta", "log_s"):
+        v = np.asarray(out["draws"][k])
+        log(f"  {k}: mean {v.mean():.3f}, sd {v.std():.3f}")
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--T", type=int, default=300)
@@ -39,39 +80,9 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     bk.enable_x64()
-    setting = (f"ACKIP-compressed to m = {args.compress} transitions" if args.compress else
-               f"landmarks {args.landmarks or 'none (exact)'}")
-    print(machine_line(f"rotation, T = {args.T}, V = {args.n_val}, {setting}"), flush=True)
-    seq = kbr.data.circle_dynamics(args.T, jax.random.key(args.seed), setting="rotation")
-    start = time.perf_counter()
-    tuned = kbr.tune_kbf(seq.X, seq.Z, method="iw", n_val=args.n_val)
-    grid_mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
-    print(f"grid filter: c = {tuned.c}, lam = {tuned.lam}, eta = {tuned.eta}, test MSE {grid_mse:.4f} "
-          f"({time.perf_counter() - start:.1f} s)", flush=True)
-    split = split_for_validation(seq.X, seq.Z, n_val=args.n_val,
-                                 num_landmarks=None if args.compress else args.landmarks or None)
-    if args.compress:
-        start = time.perf_counter()
-        split = compress_split(split, args.compress, key=jax.random.key(args.seed + 3), num_steps=args.compress_steps)
-        print(f"ACKIP compression of {seq.X.shape[0] - args.n_val - 1} transitions to {args.compress}: "
-              f"{time.perf_counter() - start:.1f} s", flush=True)
-    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(args.seed + 1), num_chains=args.chains,
-                   num_warmup=args.warmup, num_samples=args.samples, init_values=kbf_init_values(tuned, 2),
-                   target_accept=0.85, max_tree_depth=args.depth, rhat_max=1.05, min_ess=1,
-                   chain_method="sequential")  # the filter's gradient is costly and branchy: no vmap over chains
-    d = run.diagnostics
-    draws = args.chains * args.samples
-    pred = posterior_predictive_filter(run.draws(), seq.X, seq.Z, seq.X_test, key=jax.random.key(args.seed + 2))
-    bayes_mse = kbr.filter_mse(pred.mean, seq.Z_test)
-    print(f"NUTS {args.chains} x ({args.warmup} + {args.samples}), depth {args.depth}: wall {run.wall_time:.1f} s, "
-          f"max R-hat {d.max_rhat:.3f}, min bulk ESS {d.min_ess_bulk:.0f}, divergences {d.divergences} "
-          f"({100 * d.divergences / draws:.1f}%)", flush=True)
-    print(f"Bayesian-averaged test MSE {bayes_mse:.4f} = {bayes_mse / grid_mse:.3f} x grid; 90% predictive band "
-          f"coverage {band_coverage(pred.predictive_band, seq.Z_test):.3f}; hyperparameter band coverage "
-          f"{band_coverage(pred.hyper_band, seq.Z_test):.3f}", flush=True)
-    for k in ("log_cx", "log_cz", "log_lam", "log_eta", "log_s"):
-        v = np.asarray(run.draws()[k])
-        print(f"  {k}: mean {v.mean():.3f}, sd {v.std():.3f}")
+    run(T=args.T, n_val=args.n_val, landmarks=args.landmarks, compress=args.compress,
+        compress_steps=args.compress_steps, chains=args.chains, warmup=args.warmup, samples=args.samples,
+        depth=args.depth, seed=args.seed, log=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

@@ -70,7 +70,10 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     if chain_method not in _CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {_CHAIN_METHODS}, got {chain_method!r}")
-    init = init_to_uniform(radius=2.0) if init_values is None else init_to_value(values=init_values)
+    if init_values is None:
+        init = init_to_uniform(radius=2.0)
+    else:   # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
+        init = init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
     start = time.perf_counter()
     if backend == "numpyro":
         samples, stats = _run_numpyro(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,

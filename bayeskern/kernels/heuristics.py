@@ -1,7 +1,8 @@
 """Data-driven default lengthscales."""
 
 import jax
-import jax.numpy as jnp
+import numpy as np
+from scipy.spatial.distance import pdist
 
 from .._validation import as_points, check_min_points, check_same_dim
 
@@ -28,19 +29,12 @@ def median_heuristic(X, Y=None, *, convention: str = "half_sq", max_points: int 
     if Y is not None:
         Y = as_points(Y, "Y")
         check_same_dim(Z, Y, "X and Y")
-        Z = jnp.concatenate([Z, Y])
+        Z = np.concatenate([np.asarray(Z), np.asarray(Y)])
     check_min_points(Z, 2, "median_heuristic (pooled sample)")
     if Z.shape[0] > max_points:
         key = jax.random.key(0) if key is None else key
         Z = jax.random.choice(key, Z, (max_points,), replace=False)
-    median = _median_distance(Z)
+    median = float(np.median(pdist(np.asarray(Z, dtype=np.float64))))  # on the host: no program per sample size
     if not median > 0:
         raise ValueError("median_heuristic: the median pairwise distance is 0 (more than half the pairs are duplicates)")
     return median * _CONVENTIONS[convention]
-
-
-@jax.jit
-def _median_distance(Z):
-    n = Z.shape[0]
-    i, j = jnp.triu_indices(n, k=1)
-    return jnp.median(jnp.sqrt(jnp.sum((Z[i] - Z[j]) ** 2, axis=-1)))
