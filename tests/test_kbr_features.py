@@ -123,6 +123,41 @@ def test_image_network_is_spectrally_normalised_with_frozen_batch_norm(small_spr
         kbr.train_image_features(jax.random.key(6), seq.X, seq.Z, dropout=1.0, **kw)
 
 
+def _conv_same_brute_force(image, kernel, stride):
+    """'Same' convolution (cross-correlation) by loops: out size ceil(in / stride), total padding
+    max((out - 1) stride + k - in, 0), the smaller half before."""
+    (h, w, _), k = image.shape, kernel.shape[0]
+    out_h, out_w = -(-h // stride), -(-w // stride)
+    pad_h, pad_w = max((out_h - 1) * stride + k - h, 0), max((out_w - 1) * stride + k - w, 0)
+    padded = np.pad(image, ((pad_h // 2, pad_h - pad_h // 2), (pad_w // 2, pad_w - pad_w // 2), (0, 0)))
+    return np.array([[np.einsum("abc,abcd->d", padded[i * stride:i * stride + k, j * stride:j * stride + k], kernel)
+                      for j in range(out_w)] for i in range(out_h)])
+
+
+def test_image_cnn_convolves_channels_last_images_and_drives_a_filter(small_sprites):
+    rng = np.random.default_rng(8)
+    net = kbr.init_image_cnn(jax.random.key(0), (5, 6, 2), 3, channels=(4,), kernel_size=3, stride=2, hidden=7)
+    images = rng.standard_normal((2, 5, 6, 2))
+    kernel, bias = (np.asarray(a) for a in net.convs[0])
+    hidden = np.stack([np.maximum(_conv_same_brute_force(im, kernel, 2) + bias, 0).reshape(-1) for im in images])
+    for W, b in net.dense:
+        hidden = np.maximum(hidden @ np.asarray(W) + np.asarray(b), 0)
+    np.testing.assert_allclose(net(images.reshape(2, -1)), hidden, rtol=1e-12, atol=1e-12)
+
+    seq = small_sprites
+    kw = dict(image_shape=(32, 32, 1), lam=1e-3, sigma_z=0.8, num_features=6, channels=(4, 4), hidden=16, steps=15)
+    net, trace = kbr.train_image_cnn(jax.random.key(3), seq.X, seq.Z, **kw)
+    trace = np.asarray(trace)
+    assert trace.shape == (15,) and np.all(np.isfinite(trace)) and trace[-1] < trace[0]
+    assert [k.shape for k, _ in net.convs] == [(5, 5, 1, 4), (5, 5, 4, 4)] and net.dense[0][0].shape == (8 * 8 * 4, 16)
+    Psi = net(seq.X)
+    assert Psi.shape == (80, 6) and bool(jnp.all(Psi >= 0))
+    kbf = kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(net), 0.8, 1e-3, 1e-4)
+    assert np.all(np.isfinite(np.asarray(kbf.filter(seq.X_test))))
+    with pytest.raises(ValueError, match="image_shape"):
+        kbr.train_image_cnn(jax.random.key(3), seq.X, seq.Z, **{**kw, "image_shape": (32, 32, 3)})
+
+
 def test_feature_filter_tuning_validates_lambda_and_refits(small_sprites):
     seq = small_sprites
     calls = []

@@ -2,6 +2,8 @@ import subprocess
 import sys
 import textwrap
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -62,6 +64,25 @@ def test_cholesky_adds_jitter_only_when_needed_and_reports_failure(rng):
         cholesky(-np.eye(3), what="test matrix")
     with pytest.raises(ValueError, match="must be a square matrix"):
         cholesky(np.ones((2, 3)))
+
+
+def test_cholesky_derivatives_are_those_of_the_factor_found(rng):
+    """Forward and reverse mode (and under vmap) equal jnp.linalg.cholesky's where no jitter is needed; with jitter
+    they are the derivatives of chol(A + added I) at the added jitter (held constant)."""
+    A, C = rng.standard_normal((6, 6)), rng.standard_normal((6, 6))
+    A = A @ A.T + 0.1 * np.eye(6)
+    ours = lambda A: jnp.sum(jittered_cholesky(A)[0] * C)
+    plain = lambda A: jnp.sum(jnp.linalg.cholesky(A) * C)
+    np.testing.assert_allclose(jax.grad(ours)(A), jax.grad(plain)(A), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(jax.jacfwd(ours)(A), jax.jacfwd(plain)(A), rtol=1e-10, atol=1e-12)
+    batch = np.stack([A, 2 * A])
+    np.testing.assert_allclose(jax.vmap(jax.grad(ours))(batch), jax.vmap(jax.grad(plain))(batch), rtol=1e-10)
+    singular = np.ones((4, 4)) + np.diag([0.0, 0.0, 0.0, 1e-30])
+    added = float(jittered_cholesky(singular)[1])
+    assert added > 0
+    shifted = lambda A: jnp.sum(jnp.linalg.cholesky(A + added * jnp.eye(4)))
+    np.testing.assert_allclose(jax.grad(lambda A: jnp.sum(jittered_cholesky(A)[0]))(singular),
+                               jax.grad(shifted)(singular), rtol=1e-8)
 
 
 def test_blobs_generator_matches_its_design():

@@ -2,6 +2,7 @@
 
 from . import data
 from .baselines import ekf_filter, jdl_regression, kalman_filter
+from .cnn import CNN_CHANNELS, ConvFeatures, init_image_cnn, train_image_cnn
 from .features import (
     FeatureKernel,
     MLPFeatures,
@@ -34,7 +35,8 @@ from .weights import (
 
 __all__ = ["FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeatures", "adaptive_feature_loss",
            "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
-           "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features",
+           "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features", "CNN_CHANNELS", "ConvFeatures",
+           "init_image_cnn", "train_image_cnn",
            "filter_mse", "tune_kbf", "save_filter", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
            "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
            "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",
