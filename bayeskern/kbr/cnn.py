@@ -63,8 +63,12 @@ def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHA
                    stride: int = 2, hidden: int = 128) -> ConvFeatures:
     """He-initialised :class:`ConvFeatures` for images of ``image_shape`` (H, W, C)."""
     height, width, c_in = image_shape = _check_image_shape(image_shape)
-    if not channels or min(channels) < 1 or kernel_size < 1 or stride < 1 or hidden < 1 or num_features < 1:
-        raise ValueError("channels, kernel_size, stride, hidden and num_features must be positive")
+    if not channels or min(channels) < 1:
+        raise ValueError(f"channels must be a non-empty sequence of positive integers, got {channels}")
+    for name, value in (("kernel_size", kernel_size), ("stride", stride), ("hidden", hidden),
+                        ("num_features", num_features)):
+        if value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value}")
     keys = jax.random.split(key, len(channels) + 2)
     convs = []
     for k, c_out in zip(keys, channels):
@@ -79,8 +83,8 @@ def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHA
 
 
 @partial(jax.jit, static_argnames=("learning_rate", "weight_decay"))
-def _train(net, X, Phi, lam, num_steps, learning_rate, weight_decay):
-    """Full-batch AdamW on the unweighted adaptive loss for ``num_steps`` (an array of length steps) steps."""
+def _train(net, X, Phi, lam, step_index, learning_rate, weight_decay):
+    """Full-batch AdamW on the unweighted adaptive loss, one step per entry of ``step_index`` (steps,)."""
     optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
 
     def step(state, _):
@@ -89,7 +93,7 @@ def _train(net, X, Phi, lam, num_steps, learning_rate, weight_decay):
         updates, opt_state = optimiser.update(grads, opt_state, net)
         return (optax.apply_updates(net, updates), opt_state), value
 
-    (net, _), trace = jax.lax.scan(step, (net, optimiser.init(net)), num_steps)
+    (net, _), trace = jax.lax.scan(step, (net, optimiser.init(net)), step_index)
     return net, trace
 
 
