@@ -49,19 +49,19 @@ def run(*, T=300, n_val=100, landmarks=40, compress=0, compress_steps=1000, chai
                     num_samples=samples, init_values=kbf_init_values(tuned, 2), target_accept=0.85,
                     max_tree_depth=depth, rhat_max=1.05, min_ess=1,
                     chain_method="sequential")  # the filter's gradient is costly and branchy: no vmap over chains
-    d = mcmc.diagnostics
-    pred = posterior_predictive_filter(mcmc.draws(), seq.X, seq.Z, seq.X_test, key=jax.random.key(seed + 2))
+    d, draws = mcmc.diagnostics, mcmc.draws()
+    pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(seed + 2))
     out = {"grid_mse": grid_mse, "bayes_mse": kbr.filter_mse(pred.mean, seq.Z_test),
            "coverage": band_coverage(pred.predictive_band, seq.Z_test),
            "hyper_coverage": band_coverage(pred.hyper_band, seq.Z_test), "diagnostics": d,
-           "wall": mcmc.wall_time, "draws": mcmc.draws()}
+           "wall": mcmc.wall_time, "draws": draws}
     log(f"NUTS {chains} x ({warmup} + {samples}), depth {depth}: wall {mcmc.wall_time:.1f} s, max R-hat "
         f"{d.max_rhat:.3f}, min bulk ESS {d.min_ess_bulk:.0f}, divergences {d.divergences} "
         f"({100 * d.divergences / (chains * samples):.1f}%)")
     log(f"Bayesian-averaged test MSE {out['bayes_mse']:.4f} = {out['bayes_mse'] / grid_mse:.3f} x grid; 90% "
         f"predictive band coverage {out['coverage']:.3f}; hyperparameter band coverage {out['hyper_coverage']:.3f}")
     for k in ("log_cx", "log_cz", "log_lam", "log_eta", "log_s"):
-        v = np.asarray(out["draws"][k])
+        v = np.asarray(draws[k])
         log(f"  {k}: mean {v.mean():.3f}, sd {v.std():.3f}")
     return out
 

@@ -105,8 +105,7 @@ def test_acceptance_kbf_images_learned_features(tmp_path):
     MSE(IW) < MSE(Original), is a tie on these stand-ins (benchmarks/RESULTS.md, "Experiment 5.3")."""
     results = _load("kbf_images").main(tmp_path, runs=3)
     mean = {task: {m: np.mean([r[m] for r in rows]) for m in rows[0]} for task, rows in results.items()}
-    assert mean["panorama"]["IW(NN)"] < mean["panorama"]["IW"]
-    for task in ("sprite", "panorama"):
+    for task in ("sprite", "panorama"):  # on panorama this includes the target's IW(NN) < IW
         assert mean[task]["IW(NN)"] < min(mean[task]["IW"], mean[task]["Original"])
     assert (tmp_path / "kbf_images.png").stat().st_size > 10_000
 

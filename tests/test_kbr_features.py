@@ -158,6 +158,8 @@ def test_image_cnn_convolves_channels_last_images_and_drives_a_filter(small_spri
         kbr.train_image_cnn(jax.random.key(3), seq.X, seq.Z, **{**kw, "image_shape": (32, 32, 3)})
     with pytest.raises(ValueError, match="stride"):
         kbr.init_image_cnn(jax.random.key(0), (32, 32, 1), stride=0)
+    with pytest.raises(ValueError, match="steps"):
+        kbr.train_image_cnn(jax.random.key(3), seq.X, seq.Z, **{**kw, "steps": 0})
 
 
 def test_feature_filter_tuning_validates_lambda_and_refits(small_sprites):

@@ -9,6 +9,7 @@ from .features import (
     NystromFeatures,
     RandomFourierFeatures,
     adaptive_feature_loss,
+    fit_feature_network,
     init_mlp,
     nystrom_features,
     random_fourier_features,
@@ -34,7 +35,7 @@ from .weights import (
 )
 
 __all__ = ["FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeatures", "adaptive_feature_loss",
-           "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+           "fit_feature_network", "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
            "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features", "CNN_CHANNELS", "ConvFeatures",
            "init_image_cnn", "train_image_cnn",
            "filter_mse", "tune_kbf", "save_filter", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",

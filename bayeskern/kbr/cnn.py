@@ -11,10 +11,9 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import optax
 
-from .._validation import as_points, check_positive, check_same_length
-from .features import adaptive_feature_loss, random_fourier_features
+from .._validation import as_points
+from .features import fit_feature_network
 
 __all__ = ["ConvFeatures", "init_image_cnn", "train_image_cnn", "CNN_CHANNELS"]
 
@@ -82,21 +81,6 @@ def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHA
     return ConvFeatures(tuple(convs), dense, image_shape, stride)
 
 
-@partial(jax.jit, static_argnames=("learning_rate", "weight_decay"))
-def _train(net, X, Phi, lam, step_index, learning_rate, weight_decay):
-    """Full-batch AdamW on the unweighted adaptive loss, one step per entry of ``step_index`` (steps,)."""
-    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-
-    def step(state, _):
-        net, opt_state = state
-        value, grads = jax.value_and_grad(lambda net: adaptive_feature_loss(net(X), Phi, lam))(net)
-        updates, opt_state = optimiser.update(grads, opt_state, net)
-        return (optax.apply_updates(net, updates), opt_state), value
-
-    (net, _), trace = jax.lax.scan(step, (net, optimiser.init(net)), step_index)
-    return net, trace
-
-
 def train_image_cnn(key, X, Z, *, image_shape, lam, sigma_z, num_features: int = 32, channels=CNN_CHANNELS,
                     kernel_size: int = 5, stride: int = 2, hidden: int = 128, steps: int = 100,
                     learning_rate: float = 1e-2, weight_decay: float = 1e-2, num_rff: int = 100):
@@ -104,14 +88,9 @@ def train_image_cnn(key, X, Z, *, image_shape, lam, sigma_z, num_features: int =
     full-batch AdamW on the unweighted adaptive loss (latent kernel: ``num_rff`` random Fourier features of
     bandwidth sigma_z), the §5 recipe with a convolutional network. Returns (ConvFeatures, loss trace (steps,)).
     """
-    X, Z = as_points(X, "X"), as_points(Z, "Z")
-    check_same_length(X, Z, "X and Z")
-    check_positive(lam, "lam")
+    X = as_points(X, "X")
     image_shape = _check_image_shape(image_shape, X.shape[1])
-    if steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
-    k_net, k_rff = jax.random.split(key)
-    Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
-    net = init_image_cnn(k_net, image_shape, num_features, channels=channels, kernel_size=kernel_size,
-                         stride=stride, hidden=hidden)
-    return _train(net, X, Phi, lam, jnp.arange(steps), learning_rate, weight_decay)
+    return fit_feature_network(key, lambda k: init_image_cnn(k, image_shape, num_features, channels=channels,
+                                                             kernel_size=kernel_size, stride=stride, hidden=hidden),
+                               X, Z, lam=lam, sigma_z=sigma_z, num_rff=num_rff, steps=steps,
+                               learning_rate=learning_rate, weight_decay=weight_decay)

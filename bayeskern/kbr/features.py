@@ -129,13 +129,25 @@ def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 
     X: (n, d_x) observations, Z: (n, d_z) latents; the latent kernel is approximated by ``num_rff`` random
     Fourier features of bandwidth sigma_z. Returns (features, loss trace (steps,)).
     """
+    X = as_points(X, "X")
+    return fit_feature_network(key, lambda k: init_mlp(k, (X.shape[1],) + tuple(hidden)), X, Z, lam=lam,
+                               sigma_z=sigma_z, num_rff=num_rff, steps=steps, learning_rate=learning_rate,
+                               weight_decay=weight_decay, r_hat=r_hat)
+
+
+def fit_feature_network(key, init, X, Z, *, lam, sigma_z, num_rff: int = 100, steps: int = 100,
+                        learning_rate: float = 1e-2, weight_decay: float = 1e-2, r_hat=None):
+    """Train the network ``init(key)`` (a callable pytree, (n, d_x) -> (n, p)) by full-batch AdamW on
+    :func:`adaptive_feature_loss` with ``num_rff`` random Fourier features of bandwidth sigma_z on Z (n, d_z).
+    Returns (trained network, loss trace (steps,))."""
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
     check_positive(lam, "lam")
+    if steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps}")
     k_net, k_rff = jax.random.split(key)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
-    net = init_mlp(k_net, (X.shape[1],) + tuple(hidden))
-    return _train(net, X, Phi, lam, r_hat, steps, learning_rate, weight_decay)
+    return _train(init(k_net), X, Phi, lam, r_hat, steps, learning_rate, weight_decay)
 
 
 @partial(jax.jit, static_argnames=("steps", "learning_rate", "weight_decay"))
