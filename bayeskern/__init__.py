@@ -4,8 +4,11 @@ Float64 is opt-in, as in NumPyro: call ``bayeskern.enable_x64()`` once at progra
 start. Importing bayeskern changes no global JAX state.
 """
 
+import importlib
+
 from . import datasets, kernels
 from ._config import enable_x64, x64_enabled
+from .conditional import ConditionalExpectation
 from .embeddings import KernelEmbedding, mean_embedding, skmse, witness
 from .hsic import hsic_biased, hsic_test, hsic_unbiased
 from .kernels import (
@@ -21,15 +24,41 @@ from .kernels import (
     TensorProduct,
     median_heuristic,
 )
+from .fitted import FileFormatError, read_tag
+from .fitted import is_registered as _is_registered
+from .fitted import load as _load
 from .linalg import CholeskyError
 from .mmd import mmd2_biased, mmd2_gaussians, mmd2_linear, mmd2_unbiased, mmd_test
 from .testresult import HypothesisTestResult
 
+# the method families register their fitted classes for `load` on import (kernels and embeddings already did)
+from . import bke, compression, jdl, kbr  # noqa: E402  (after the foundation names they build on)
+
 __version__ = "0.1.0"
+
+
+def load(path):
+    """Restore any bayeskern object saved with ``.save(path)``: same class, arrays bit for bit.
+
+    Works for every fitted class (filters, JDL/JPDL models, low-rank CME, KLR, compression results, type-II fits,
+    MCMC results, embedding and witness posteriors, ...). Raises :class:`FileFormatError` for a file that is not a
+    bayeskern save, is truncated, names a class that is not bayeskern's, or comes from a newer format.
+    """
+    tag = read_tag(path)
+    if tag is not None and not _is_registered(tag):  # inference classes register when that layer is imported
+        importlib.import_module("bayeskern.inference")  # the package root sits above every layer
+    return _load(path)
 
 __all__ = [
     "datasets",
     "kernels",
+    "bke",
+    "kbr",
+    "jdl",
+    "compression",
+    "load",
+    "FileFormatError",
+    "ConditionalExpectation",
     "enable_x64",
     "x64_enabled",
     "Kernel",

@@ -1,12 +1,11 @@
 """Weighted kernel mean embeddings, witness functions and the S-KMSE shrinkage estimator."""
 
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._config import require_x64
+from .fitted import fitted
 from ._validation import check_finite, check_positive, check_same_length, is_concrete, num_points
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_matvec
@@ -15,8 +14,7 @@ from .linalg import cho_solve_psd, cholesky
 __all__ = ["KernelEmbedding", "mean_embedding", "witness", "skmse"]
 
 
-@jax.tree_util.register_dataclass
-@dataclass(frozen=True)
+@fitted
 class KernelEmbedding:
     """The RKHS function mu(.) = sum_i weights[i] k(points[i], .).
 
@@ -71,7 +69,7 @@ def _check_same_kernel(k1: Kernel, k2: Kernel):
 
 def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
     """Empirical mean embedding (1/n) sum_i k(x_i, .), or sum_i w_i k(x_i, .) with given weights (n,)."""
-    X = kernel._prepare(X, "X")
+    X = kernel.prepare(X, "X")
     n = num_points(X)
     if weights is None:
         weights = jnp.full((n,), 1.0 / n)
@@ -96,9 +94,9 @@ def skmse(X, kernel: Kernel, lam) -> KernelEmbedding:
     """
     require_x64("skmse")
     lam = check_positive(jnp.asarray(lam, dtype=jnp.result_type(float)), "lam")
-    X = kernel._prepare(X, "X")
+    X = kernel.prepare(X, "X")
     n = num_points(X)
-    K = kernel._cross(X, X)
+    K = kernel.evaluate(X, X)
     L = cholesky(K + n * lam * jnp.eye(n, dtype=K.dtype), what="K + n lam I (skmse)")
     beta = cho_solve_psd(L, jnp.mean(K, axis=1))
     return KernelEmbedding(kernel, X, beta)

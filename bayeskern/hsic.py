@@ -11,7 +11,7 @@ from jax.scipy.special import gammaincc
 from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_min_points, check_same_length
 from .kernels.base import Kernel, TensorProduct
-from .kernels.blockwise import DEFAULT_BLOCK_SIZE, _matvec, block_row_reduce
+from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, block_row_reduce
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
@@ -20,8 +20,8 @@ _METHODS = ("permutation", "gamma")
 
 
 def _prepare(X, Y, kx, ky, minimum):
-    X = kx._prepare(X, "X")
-    Y = ky._prepare(Y, "Y")
+    X = kx.prepare(X, "X")
+    Y = ky.prepare(Y, "Y")
     check_same_length(X, Y, "X and Y")
     check_min_points(X, minimum, "X")
     return X, Y
@@ -37,10 +37,10 @@ def _moments(kx, ky, X, Y, block_size):
     """Row sums of K and L, their diagonals, and sum(K * L) in one matrix-free pass."""
     n = X.shape[0]
     ones = jnp.ones((n, 1))
-    rK = _matvec(kx, X, X, ones, block_size)[:, 0]
-    rL = _matvec(ky, Y, Y, ones, block_size)[:, 0]
-    sKL = jnp.sum(_matvec(TensorProduct(kx, ky), (X, Y), (X, Y), ones, block_size))
-    return rK, rL, kx._paired(X, X), ky._paired(Y, Y), sKL
+    rK = blocked_matvec(kx, X, X, ones, block_size)[:, 0]
+    rL = blocked_matvec(ky, Y, Y, ones, block_size)[:, 0]
+    sKL = jnp.sum(blocked_matvec(TensorProduct(kx, ky), (X, Y), (X, Y), ones, block_size))
+    return rK, rL, kx.evaluate_paired(X, X), ky.evaluate_paired(Y, Y), sKL
 
 
 def _biased_from(sKL, rK, rL, n):
@@ -79,9 +79,9 @@ def hsic_unbiased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLO
 def _null_dense(kx, ky, X, Y, perms, batch):
     """HSIC_b of (X, Y[perm]) for each permutation, from dense centred K and L."""
     n = X.shape[0]
-    K = kx._cross(X, X)
+    K = kx.evaluate(X, X)
     Kc = K - K.mean(0)[None, :] - K.mean(1)[:, None] + K.mean()
-    L = ky._cross(Y, Y)
+    L = ky.evaluate(Y, Y)
     return lax.map(lambda p: jnp.sum(Kc * L[p][:, p]) / n**2, perms, batch_size=batch)
 
 
@@ -90,12 +90,12 @@ def _null_matrix_free(kx, ky, X, Y, perms, block_size):
     """HSIC_b of (X, Y[perm]) for each permutation without forming K or L."""
     n = X.shape[0]
     ones = jnp.ones((n, 1))
-    rK, rL = (_matvec(k, A, A, ones, block_size)[:, 0] for k, A in ((kx, X), (ky, Y)))
+    rK, rL = (blocked_matvec(k, A, A, ones, block_size)[:, 0] for k, A in ((kx, X), (ky, Y)))
     kxy = TensorProduct(kx, ky)
 
     def one(p):
         Yp = Y[p]
-        sKL = jnp.sum(_matvec(kxy, (X, Yp), (X, Yp), ones, block_size))
+        sKL = jnp.sum(blocked_matvec(kxy, (X, Yp), (X, Yp), ones, block_size))
         return _biased_from(sKL, rK, rL[p], n)
 
     return lax.map(one, perms)
@@ -111,8 +111,8 @@ def _gamma_parameters(kx, ky, X, Y, block_size):
 
     def fn(rows, cols, mask):
         (xi, yi, aKi, aLi), (xj, yj, aKj, aLj) = rows, cols
-        Kc = kx._cross(xi, xj) - aKi[:, None] - aKj[None, :] + mK
-        Lc = ky._cross(yi, yj) - aLi[:, None] - aLj[None, :] + mL
+        Kc = kx.evaluate(xi, xj) - aKi[:, None] - aKj[None, :] + mK
+        Lc = ky.evaluate(yi, yj) - aLi[:, None] - aLj[None, :] + mL
         return jnp.sum(jnp.where(mask[None, :], (Kc * Lc) ** 2, 0.0), axis=1)
 
     data = (X, Y, aK, aL)
@@ -142,8 +142,8 @@ def hsic_test(
     """Kernel independence test of H0: X and Y independent, from n paired points.
 
     kx, ky: Kernels, or None / ``"median"`` (RBF, median-heuristic lengthscale of each
-    sample) or ``"bkl"`` (RBF, BKL lengthscale of each sample, learned with keys derived
-    from ``key``). ``method="permutation"`` (needs ``key``): the biased HSIC_b against
+    sample) or a kernel rule such as :func:`bayeskern.inference.bkl_kernel` (RBF, BKL
+    lengthscale of each sample, learned with keys derived from ``key``). ``method="permutation"`` (needs ``key``): the biased HSIC_b against
     ``n_permutations`` permutations of Y, p-value (1 + #{T_b >= T}) / (1 + B);
     up to ``dense_max`` points the centred Gram matrices are formed once, above it
     every permutation is a matrix-free pass (O(n^2) time each, O(n) memory).

@@ -10,7 +10,7 @@ from jax.scipy.special import ndtr
 from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_min_points, check_same_dim, num_points
 from .kernels.base import Kernel
-from .kernels.blockwise import DEFAULT_BLOCK_SIZE, _matvec
+from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd_test"]
@@ -19,7 +19,7 @@ _ESTIMATORS = ("unbiased", "biased", "linear")
 
 
 def _prepare_samples(X, Y, kernel, minimum):
-    X, Y = kernel._prepare_pair(X, Y)
+    X, Y = kernel.prepare_pair(X, Y)
     check_min_points(X, minimum, "X")
     check_min_points(Y, minimum, "Y")
     return X, Y
@@ -27,7 +27,7 @@ def _prepare_samples(X, Y, kernel, minimum):
 
 def _sum_and_trace(kernel, X, block_size):
     ones = jnp.ones((num_points(X), 1))
-    return jnp.sum(_matvec(kernel, X, X, ones, block_size)), jnp.sum(kernel._paired(X, X))
+    return jnp.sum(blocked_matvec(kernel, X, X, ones, block_size)), jnp.sum(kernel.evaluate_paired(X, X))
 
 
 @partial(jax.jit, static_argnames=("unbiased", "block_size"))
@@ -35,7 +35,7 @@ def _mmd2_quadratic(kernel, X, Y, unbiased, block_size):
     n, m = num_points(X), num_points(Y)
     sxx, txx = _sum_and_trace(kernel, X, block_size)
     syy, tyy = _sum_and_trace(kernel, Y, block_size)
-    sxy = jnp.sum(_matvec(kernel, X, Y, jnp.ones((m, 1)), block_size))
+    sxy = jnp.sum(blocked_matvec(kernel, X, Y, jnp.ones((m, 1)), block_size))
     if unbiased:
         return (sxx - txx) / (n * (n - 1)) + (syy - tyy) / (m * (m - 1)) - 2.0 * sxy / (n * m)
     return sxx / n**2 + syy / m**2 - 2.0 * sxy / (n * m)
@@ -58,7 +58,7 @@ def _linear_h(kernel, X, Y):
     p = min(X.shape[0], Y.shape[0]) // 2
     x1, x2 = X[0 : 2 * p : 2], X[1 : 2 * p : 2]
     y1, y2 = Y[0 : 2 * p : 2], Y[1 : 2 * p : 2]
-    return kernel._paired(x1, x2) + kernel._paired(y1, y2) - kernel._paired(x1, y2) - kernel._paired(x2, y1)
+    return kernel.evaluate_paired(x1, x2) + kernel.evaluate_paired(y1, y2) - kernel.evaluate_paired(x1, y2) - kernel.evaluate_paired(x2, y1)
 
 
 def mmd2_linear(X, Y, kernel: Kernel):
@@ -94,8 +94,8 @@ def _label_forms(kernel, Z, S, n, block_size):
     Returns (XX, YY, XY, dX, dY): off-diagonal within-sample sums, the cross sum
     and the diagonal sums, each (b,).
     """
-    d = kernel._paired(Z, Z)
-    KS = _matvec(kernel, Z, Z, jnp.concatenate([S, jnp.ones((S.shape[0], 1), S.dtype)], axis=1), block_size)
+    d = kernel.evaluate_paired(Z, Z)
+    KS = blocked_matvec(kernel, Z, Z, jnp.concatenate([S, jnp.ones((S.shape[0], 1), S.dtype)], axis=1), block_size)
     r = KS[:, -1] - d
     q = jnp.sum(S * (KS[:, :-1] - d[:, None] * S), axis=0)
     p = S.T @ r
@@ -139,9 +139,10 @@ def mmd_test(
     """Kernel two-sample test of H0: P = Q.
 
     X: (n, d) sample of P, Y: (m, d) sample of Q. ``kernel``: a Kernel, None or
-    ``"median"`` (RBF with the median-heuristic lengthscale of the pooled sample) or
-    ``"bkl"`` (RBF with the BKL lengthscale of the pooled, unlabelled sample, learned with
-    a key derived from ``key``; the test keeps its level since labels are not used).
+    ``"median"`` (RBF with the median-heuristic lengthscale of the pooled sample) or a
+    kernel rule such as :func:`bayeskern.inference.bkl_kernel` (RBF with the BKL lengthscale
+    of the pooled, unlabelled sample, learned with a key derived from ``key``; the test keeps
+    its level since labels are not used).
     ``estimator="unbiased"`` or ``"biased"``: null by ``n_permutations`` random
     relabellings of the pooled sample, p-value (1 + #{T_b >= T}) / (1 + B). All
     relabellings share each kernel block (one matrix-free pass per batch of

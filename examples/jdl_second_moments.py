@@ -40,12 +40,10 @@ def outer(V):
 
 def _moments(model, Xq):
     """(second moments (q, d, d), normalisation errors (q,), weights (q, .) for the negative-weight share)."""
-    if isinstance(model, LowRankCME):  # pivot weights, not self-normalised
-        return np.asarray(model.conditional_expectation(Xq, outer)), np.asarray(model.normalisation_error(Xq)), \
-            np.asarray(model.weights(Xq))
     out = model.conditional_expectation(Xq, outer)
-    weights = np.asarray(model.conditional_weights(Xq).mean)
-    return np.asarray(out.mean), np.zeros(len(Xq)), weights
+    if isinstance(model, LowRankCME):  # pivot weights, not self-normalised: |mass - 1| is the normalisation error
+        return np.asarray(out.mean), np.abs(np.asarray(out.mass) - 1.0), np.asarray(model.weights(Xq))
+    return np.asarray(out.mean), np.zeros(len(Xq)), np.asarray(model.conditional_weights(Xq).mean)
 
 
 def run_rep(d: int, n: int, key, *, n_test=5000, tol=1e-3, models=MODELS):

@@ -1,9 +1,9 @@
 """Convergence diagnostics for MCMC output: split-R-hat, ESS, divergences, with warnings (arviz-based)."""
 
 import warnings
-from dataclasses import dataclass, field
-
 import numpy as np
+
+from bayeskern.fitted import fitted, static
 
 from ._arviz import az
 
@@ -14,7 +14,7 @@ class MCMCWarning(UserWarning):
     """A sampler run that should not be trusted as is (R-hat, ESS or divergences)."""
 
 
-@dataclass(frozen=True)
+@fitted
 class Diagnostics:
     """Worst-case summaries over all posterior variables.
 
@@ -27,7 +27,7 @@ class Diagnostics:
     min_ess_tail: float
     divergences: int
     num_draws: int
-    problems: list = field(default_factory=list)
+    problems: tuple = static(default=())
 
     @property
     def ok(self) -> bool:
@@ -67,4 +67,4 @@ def diagnose(idata, *, rhat_max: float = 1.01, min_ess: float | None = None, var
         problems.append(f"{divergent} divergent transitions out of {chains * draws}")
     if warn and problems:
         warnings.warn("MCMC diagnostics: " + "; ".join(problems), MCMCWarning, stacklevel=2)
-    return Diagnostics(rhat, ess_bulk, ess_tail, divergent, chains * draws, problems)
+    return Diagnostics(rhat, ess_bulk, ess_tail, divergent, chains * draws, tuple(problems))

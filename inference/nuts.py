@@ -1,7 +1,8 @@
 """NUTS for NumPyro models through NumPyro or BlackJAX, returning arviz InferenceData and diagnostics."""
 
+import functools
+import inspect
 import time
-from dataclasses import dataclass
 
 import blackjax
 import jax
@@ -9,8 +10,10 @@ import jax.numpy as jnp
 import numpy as np
 from blackjax.adaptation.base import get_filter_adapt_info_fn
 from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
-from numpyro.infer.util import initialize_model
+from numpyro.infer.util import initialize_model, log_likelihood
 from tqdm.auto import tqdm
+
+from bayeskern.fitted import fitted, static
 
 from ._arviz import az
 from .diagnostics import Diagnostics, diagnose
@@ -20,26 +23,56 @@ __all__ = ["MCMCResult", "run_nuts"]
 _BACKENDS = ("numpyro", "blackjax")
 _CHAIN_METHODS = ("vectorized", "sequential", "parallel")
 _CHUNK = 100
+# arviz dimension names of the vector sites of bayeskern's models (other sites get arviz's default names)
+_SITE_DIMS = {"lengthscale": ("input_dim",), "log_lengthscale": ("input_dim",),
+              "z_val_hat": ("validation_step", "latent_dim"), "z_val": ("validation_step", "latent_dim")}
 
 
-@dataclass(frozen=True)
+@fitted
 class MCMCResult:
     """Posterior draws of one NUTS run.
 
-    samples: site name -> array (chains, draws, ...) on the constrained scale, deterministic
-    sites included; idata: the same as arviz ``InferenceData`` (posterior + sample_stats with
-    ``diverging``); diagnostics: :class:`Diagnostics`; wall_time: seconds for warm-up and sampling.
+    samples: site name -> array (chains, draws, ...) on the constrained scale, deterministic sites included;
+    sample_stats: per-transition statistics (chains, draws): ``lp`` (log density on the unconstrained scale),
+    ``energy`` (Hamiltonian), ``tree_depth``, ``n_steps`` (leapfrog steps), ``step_size``, ``diverging``,
+    ``acceptance_rate``; observed_data: the model's observed sites; constant_data: the array arguments the
+    model was called with; log_likelihood: observed site -> (chains, draws, observations...) pointwise log
+    likelihoods (empty when the model has no observed sites); diagnostics: :class:`Diagnostics`; wall_time:
+    seconds for warm-up and sampling. ``idata`` is the same as arviz ``InferenceData``.
     """
 
     samples: dict
-    idata: object
+    sample_stats: dict
+    observed_data: dict
+    constant_data: dict
+    log_likelihood: dict
     diagnostics: Diagnostics
-    backend: str
     wall_time: float
+    backend: str = static()
 
     def draws(self) -> dict:
         """Samples with chains and draws flattened: site -> (chains * draws, ...)."""
         return {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
+
+    @functools.cached_property
+    def idata(self):
+        """arviz ``InferenceData`` with groups posterior, sample_stats, observed_data, constant_data and (when
+        the model has observed sites) log_likelihood; vector sites of bayeskern's models carry named dims."""
+        return _inference_data(self.samples, self.sample_stats, self.observed_data, self.constant_data,
+                               self.log_likelihood, self.backend)
+
+
+def _site_dims(arrays: dict, leading: int) -> dict:
+    return {name: list(_SITE_DIMS[name][:np.ndim(a) - leading]) for name, a in arrays.items()
+            if name in _SITE_DIMS and 0 < np.ndim(a) - leading <= len(_SITE_DIMS[name])}
+
+
+def _inference_data(samples, stats, observed, constant, loglik, backend):
+    dims = _site_dims(samples, 2) | _site_dims(observed, 0) | _site_dims(loglik, 2)
+    groups = dict(posterior=samples, sample_stats=stats, observed_data=observed or None,
+                  constant_data=constant or None, log_likelihood=loglik or None)
+    return az.from_dict(**{k: v for k, v in groups.items() if v is not None}, dims=dims,
+                        attrs={"sampler": f"NUTS ({backend})"})
 
 
 def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int = 4, num_warmup: int = 1000,
@@ -59,7 +92,8 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     potential (NumPyro's unconstrained log density). ``init_values`` (constrained site values,
     e.g. a type-II fit) start every chain there (``init_to_value``); otherwise each chain starts
     uniformly in (-2, 2) on the unconstrained scale, as Stan does. Warns (``MCMCWarning``) on
-    split-R-hat > ``rhat_max``, low ESS or divergences.
+    split-R-hat > ``rhat_max``, low ESS or divergences. Models with observed sites also get their pointwise
+    log likelihood (one more model evaluation per draw), so ``az.loo``/``az.compare`` can rank models.
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
@@ -83,10 +117,42 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
                                        target_accept, max_tree_depth, progress_bar)
     wall = time.perf_counter() - start
     samples = {k: np.asarray(v) for k, v in samples.items()}
-    idata = az.from_dict(posterior=samples, sample_stats={k: np.asarray(v) for k, v in stats.items()},
-                         attrs={"sampler": f"NUTS ({backend})"})
-    diagnostics = diagnose(idata, rhat_max=rhat_max, min_ess=min_ess)
-    return MCMCResult(samples, idata, diagnostics, backend, wall)
+    stats = {k: np.asarray(v) for k, v in stats.items()}
+    observed, loglik = _observations(model, model_args, model_kwargs, samples, key)
+    diagnostics = diagnose(az.from_dict(posterior=samples, sample_stats=stats), rhat_max=rhat_max, min_ess=min_ess)
+    return MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik, diagnostics,
+                      wall, backend)
+
+
+def _constant_data(model, args, kwargs) -> dict:
+    """The array arguments of the model call, by parameter name (fields of a NamedTuple argument as name_field)."""
+    try:
+        bound = inspect.signature(model).bind(*args, **kwargs).arguments
+    except TypeError:
+        bound = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+    out = {}
+    for name, value in bound.items():
+        parts = value._asdict().items() if hasattr(value, "_asdict") else [("", value)]
+        for field, part in parts:
+            if isinstance(part, (np.ndarray, jax.Array)) and np.ndim(part) >= 1:
+                out[f"{name}_{field}" if field else name] = np.asarray(part)
+    return out
+
+
+def _observations(model, args, kwargs, samples, key):
+    """(observed site -> value, observed site -> pointwise log likelihood (chains, draws, ...))."""
+    from numpyro import handlers
+
+    trace = handlers.trace(handlers.seed(handlers.substitute(model, data={k: v[0, 0] for k, v in samples.items()}),
+                                         key)).get_trace(*args, **kwargs)
+    observed = {name: np.asarray(site["value"]) for name, site in trace.items()
+                if site["type"] == "sample" and site.get("is_observed")}
+    if not observed:
+        return {}, {}
+    chains, draws = next(iter(samples.values())).shape[:2]
+    flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
+    values = log_likelihood(model, flat, *args, **kwargs)
+    return observed, {k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:]) for k, v in values.items()}
 
 
 def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
@@ -94,10 +160,18 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
     kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth)
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
                 progress_bar=progress_bar)
-    mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob"), **kwargs)
+    mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob", "potential_energy", "energy",
+                                        "adapt_state.step_size"), **kwargs)
     extra = mcmc.get_extra_fields(group_by_chain=True)
-    stats = {"diverging": extra["diverging"], "n_steps": extra["num_steps"], "acceptance_rate": extra["accept_prob"]}
+    stats = {"lp": -extra["potential_energy"], "energy": extra["energy"], "tree_depth": _tree_depth(extra["num_steps"]),
+             "n_steps": extra["num_steps"], "step_size": extra["adapt_state.step_size"],
+             "diverging": extra["diverging"], "acceptance_rate": extra["accept_prob"]}
     return mcmc.get_samples(group_by_chain=True), stats
+
+
+def _tree_depth(num_steps):
+    """NUTS tree depth from the leapfrog step count (a depth-j trajectory takes 2^(j-1) to 2^j - 1 steps)."""
+    return np.floor(np.log2(np.maximum(np.asarray(num_steps), 1))).astype(np.int64) + 1
 
 
 def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar):
@@ -125,7 +199,11 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
 
         def one(state, k):
             state, info = step(k, state)
-            return state, (state.position, info.is_divergent, info.num_integration_steps, info.acceptance_rate)
+            return state, (state.position, {"lp": state.logdensity, "energy": info.energy,
+                                            "tree_depth": info.num_trajectory_expansions,
+                                            "n_steps": info.num_integration_steps,
+                                            "step_size": parameters["step_size"],
+                                            "diverging": info.is_divergent, "acceptance_rate": info.acceptance_rate})
 
         return jax.lax.scan(one, state, keys)
 
@@ -141,8 +219,8 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
                       leave=False):
         state, trace = sample_chunk(state, parameters, step_keys[:, start:start + chunk])
         traces.append(trace)
-    positions, divergent, steps, accept = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1)[:, :draws], *traces)
+    positions, stats = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1)[:, :draws], *traces)
     flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), positions)
     constrained = jax.jit(lambda f: jax.lax.map(postprocess_fn, f))(flat)  # sequential: re-runs the model per draw
     samples = jax.tree.map(lambda a: a.reshape((chains, draws) + a.shape[1:]), constrained)
-    return samples, {"diverging": divergent, "n_steps": steps, "acceptance_rate": accept}
+    return samples, stats

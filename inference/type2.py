@@ -1,7 +1,6 @@
 """Type-II maximum likelihood (BKL) for the BKE pseudolikelihood, respecting multimodality (spec bke.md §11)."""
 
 import warnings
-from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +9,7 @@ import numpy as np
 import scipy.optimize
 
 from bayeskern._validation import check_positive
+from bayeskern.fitted import fitted, static
 from bayeskern.bke.objective import SEPseudolikelihood
 from bayeskern.kernels import RBF, median_heuristic
 
@@ -18,7 +18,7 @@ __all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile"]
 _TAU2_BOUNDS = (1e-8, 1e4)
 
 
-@dataclass(frozen=True)
+@fitted
 class Type2Result:
     """Outcome of :func:`fit_type2`.
 
@@ -37,7 +37,7 @@ class Type2Result:
     curve: np.ndarray | None
     m: int
     n: int
-    convention: str
+    convention: str = static()
 
     def kernel(self) -> RBF:
         """The BKL kernel RBF(lengthscale)."""

@@ -98,7 +98,8 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
 
     Builds the filter on ``split``'s fit pairs (bandwidths c * fit median), runs it over the validation
     observations and scores the filtered means with tau * sum_t log N(z_t; z^_t, s^2 I) after ``burn_in``
-    steps: a pseudo-likelihood of the filter as a predictor. lam' = eta unless ``tie_transition=False``
+    steps: a pseudo-likelihood of the filter as a predictor, one factor per validation step (so the pointwise
+    log likelihood of ``run_nuts`` ranks filters with ``az.loo``). lam' = eta unless ``tie_transition=False``
     (then ``log_lam_prime`` is sampled too). ``smooth_truncation`` (default 1e-3) smooths max(0, gamma)
     for NUTS; None keeps the exact truncation. A split with landmarks (:func:`split_for_validation`,
     ``num_landmarks``) gives the IW filter Nystrom observation features.
@@ -110,8 +111,9 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
     log_s = _normal("log_s")
     zhat = _validation_means(split, log_cx, log_cz, log_lam, log_eta, lam_prime, method, smooth_truncation)
     numpyro.deterministic("z_val_hat", zhat)
-    with numpyro.handlers.scale(scale=tau):
-        numpyro.sample("z_val", dist.Normal(zhat[burn_in:], jnp.exp(log_s)).to_event(2), obs=split.Z_val[burn_in:])
+    scored = split.Z_val[burn_in:]
+    with numpyro.handlers.scale(scale=tau), numpyro.plate("validation_step", scored.shape[0]):
+        numpyro.sample("z_val", dist.Normal(zhat[burn_in:], jnp.exp(log_s)).to_event(1), obs=scored)
 
 
 @partial(jax.jit, static_argnames=("method", "smooth_truncation"))

@@ -37,7 +37,8 @@ def test_monomial_order_and_orthonormal_basis(sample):
 
 def test_unconstrained_is_gamma_over_one_plus_lambda(sample):
     X, Y = sample
-    model, solution = fit_jpdl(X, Y, 4, 0.1, return_solution=True)
+    model = fit_jpdl(X, Y, 4, 0.1)
+    solution = model.solution
     A_x, A_y = np.asarray(model.basis_x.A), np.asarray(model.basis_y.A)
     n = 300
     Gamma = A_y.T @ A_x / n - np.outer(A_y.sum(0), A_x.sum(0)) / n**2
@@ -48,7 +49,8 @@ def test_unconstrained_is_gamma_over_one_plus_lambda(sample):
 
 def test_sos_positivity_certificate_and_round_trip(sample, tmp_path):
     X, Y = sample
-    model, solution = fit_jpdl(X, Y, 2, 1e-2, constraint="sos", return_solution=True)
+    model = fit_jpdl(X, Y, 2, 1e-2, constraint="sos")
+    solution = model.solution
     assert solution.normalisation <= 1e-8 and solution.positivity >= -1e-8  # PSD Gram matrix
     rng = np.random.default_rng(1)
     far = lambda: rng.standard_normal((4000, 1)) * rng.choice([0.5, 3.0, 30.0], (4000, 1))  # noqa: E731

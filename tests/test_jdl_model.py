@@ -66,7 +66,8 @@ def test_constrained_models_are_proper_on_the_training_grid(sample, constraint):
     X, Y, _ = sample
     bases = _bases_for(constraint, sample)
     lam = 1e-4 if constraint == "grid" else 1e-6  # fewer active grid cuts: the cutting planes stay fast
-    model, solution = fit_jdl(None, None, None, None, lam, constraint=constraint, bases=bases, return_solution=True)
+    model = fit_jdl(None, None, None, None, lam, constraint=constraint, bases=bases)
+    solution = model.solution
     assert solution.normalisation <= 1e-10 and solution.positivity >= -1e-12
     assert float(model.min_grid_weight(block_size=100)) >= -1e-12
     assert float(model.marginal_x().sum()) == pytest.approx(1.0, abs=1e-12)
@@ -75,7 +76,7 @@ def test_constrained_models_are_proper_on_the_training_grid(sample, constraint):
     assert np.all(eig[:, 0] >= -1e-10 * np.abs(eig).max(axis=1))
     if constraint == "grid":  # the margin holds on the grid, and the fit is closer than under (29)
         assert grid_row_minima(model.H, bases.basis_x, bases.basis_y)[0].min() >= 0.1 - 1e-12
-        box = fit_jdl(None, None, None, None, lam, constraint="data_box", bases=bases, return_solution=True)[1]
+        box = fit_jdl(None, None, None, None, lam, constraint="data_box", bases=bases).solution
         problem = jdl_problem(bases.basis_x, bases.basis_y, lam)
         assert float(objective(problem, jnp.asarray(solution.H))) < float(objective(problem, jnp.asarray(box.H)))
 
@@ -122,7 +123,7 @@ def test_cme_at_full_rank_equals_the_kernel_ridge_formula(rng):
     Xq = rng.uniform(-2, 2, (6, 1))
     f = rng.standard_normal(n)
     reference = np.linalg.solve(np.asarray(kx.gram(X)) + n * lam * np.eye(n), np.asarray(kx.cross(X, Xq))).T @ f
-    np.testing.assert_allclose(cme.conditional_expectation(Xq, f), reference, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(cme.conditional_expectation(Xq, f).mean, reference, rtol=1e-7, atol=1e-9)
 
 
 def test_cme_weights_live_on_pivots_and_constraints_hold(sample, rng):
@@ -131,7 +132,7 @@ def test_cme_weights_live_on_pivots_and_constraints_hold(sample, rng):
     pivots = np.asarray(bases.basis_y.pivots)
     f = np.ones(250)
     f[pivots] = 0.0  # f vanishes on the pivots: only pivots carry mass
-    np.testing.assert_allclose(cme.conditional_expectation(X[:10], f), 0.0, atol=1e-14)
+    np.testing.assert_allclose(cme.conditional_expectation(X[:10], f).mean, 0.0, atol=1e-14)
     assert float(cme.normalisation_error(rng.standard_normal((200, 2))).max()) > 1e-3  # CME is not normalised
     con = fit_cme(None, None, None, RBF(1.0), 1e-6, constraint="normalised_positive", bases=bases)
     v = np.asarray(con.weights(X).sum(axis=0))  # pivot weights summed over the training x

@@ -101,15 +101,20 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
     filters = {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
                "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
                "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
-                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4),
+               "mlp": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
+                   kbr.init_mlp(jax.random.key(0), (2, 4))), 0.6, 1e-3, 1e-4)}
     for name, kbf in filters.items():
         kbf.save(tmp_path / f"{name}.npz")
         loaded = kbr.load_filter(tmp_path / f"{name}.npz")
         assert loaded.method == kbf.method and type(loaded.kernel_x) is type(kbf.kernel_x)
         np.testing.assert_array_equal(loaded.filter(seq.X_test), kbf.filter(seq.X_test))
-    mlp = kbr.init_mlp(jax.random.key(0), (2, 4))
-    with pytest.raises(ValueError, match="Nystrom features, not MLPFeatures"):
-        kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(mlp), 0.6, 1e-3, 1e-4).save(tmp_path / "m.npz")
+    def custom(X):  # a user's own feature map is code, which a data file does not hold
+        return jnp.tanh(X)
+
+    with pytest.raises(TypeError, match="cannot save a function"):
+        kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(custom), 0.6, 1e-3, 1e-4).save(tmp_path / "m.npz")
+    assert not (tmp_path / "m.npz").exists()  # nothing half-written
 
 
 def test_filter_traces_under_jit_and_vmaps_over_sequences():

@@ -153,14 +153,14 @@ def test_mmd_and_hsic_tests_accept_a_bkl_kernel():
     rng = np.random.default_rng(0)
     X, Y = rng.standard_normal((80, 2)), rng.standard_normal((80, 2)) * 1.5
     key = jax.random.key(0)
-    result = mmd_test(X, Y, "bkl", key=key, n_permutations=99)
+    result = mmd_test(X, Y, bkl_kernel, key=key, n_permutations=99)
     expected = bkl_kernel(X, Y, key=jax.random.fold_in(key, 0xB1))
     assert float(result.kernels[0].lengthscale) == pytest.approx(float(expected.lengthscale), rel=1e-12)
     median = mmd_test(X, Y, "median", key=key, n_permutations=99)
     assert float(median.kernels[0].lengthscale) != pytest.approx(float(expected.lengthscale), rel=1e-3)
     with pytest.raises(ValueError, match="needs a PRNG key"):
-        mmd_test(X, Y, "bkl", estimator="linear")
-    with pytest.raises(ValueError, match="'median' or 'bkl'"):
+        mmd_test(X, Y, bkl_kernel, estimator="linear")
+    with pytest.raises(ValueError, match="'median' or a kernel rule"):
         mmd_test(X, Y, "gauss", key=key)
-    dep = hsic_test(X, X[:, :1] ** 2, "bkl", "bkl", key=key, n_permutations=99)
+    dep = hsic_test(X, X[:, :1] ** 2, bkl_kernel, bkl_kernel, key=key, n_permutations=99)
     assert dep.reject(0.05) and len(dep.kernels) == 2

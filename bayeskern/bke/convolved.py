@@ -5,7 +5,7 @@ from jax.scipy.linalg import solve_triangular
 
 from .._validation import check_positive
 from ..kernels.base import Kernel
-from ..kernels.stationary import RBF, RBFFull, _sqdist_expanded, se_scale_tril
+from ..kernels.stationary import RBF, RBFFull, squared_distances, se_scale_tril
 
 __all__ = ["ConvolvedSE"]
 
@@ -54,7 +54,7 @@ class ConvolvedSE(Kernel):
         Ls = se_scale_tril(self.base, D)
         half_logdet_sigma = jnp.sum(jnp.log(jnp.diag(Ls)))
         Xw, Yw = _whiten(Ls, X), _whiten(Ls, Y)
-        d2 = jnp.sum((Xw - Yw) ** 2, axis=-1) if paired else _sqdist_expanded(Xw, Yw)
+        d2 = jnp.sum((Xw - Yw) ** 2, axis=-1) if paired else squared_distances(Xw, Yw)
         log_r = -0.25 * d2
         if self.r_scale == "exact":
             log_r = log_r + 0.5 * D * jnp.log(jnp.pi) + half_logdet_sigma
@@ -75,8 +75,8 @@ class ConvolvedSE(Kernel):
                 log_r = log_r - 0.5 * D * jnp.log(2 * jnp.pi) - half_logdet_h
         return log_r
 
-    def _cross(self, X, Y):
+    def evaluate(self, X, Y):
         return jnp.exp(self._log_r(X, Y, paired=False))
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return jnp.exp(self._log_r(X, Y, paired=True))

@@ -55,12 +55,12 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
 
 @partial(jax.jit, static_argnames="m")
 def _herd(kernel, X, mu, m):
-    self_kernel = kernel._paired(X, X)
+    self_kernel = kernel.evaluate_paired(X, X)
 
     def step(state, t):
         running, taken = state
         i = jnp.argmax(jnp.where(taken, -jnp.inf, jkh_pool_scores(mu, running, self_kernel, t)))
-        return (running + kernel._cross(X, X[i][None])[:, 0], taken.at[i].set(True)), i
+        return (running + kernel.evaluate(X, X[i][None])[:, 0], taken.at[i].set(True)), i
 
     state = (jnp.zeros(X.shape[0], mu.dtype), jnp.zeros(X.shape[0], bool))
     return jax.lax.scan(step, state, jnp.arange(m))[1]

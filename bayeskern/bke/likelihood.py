@@ -157,14 +157,14 @@ def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
         K, out, ratio = _se_features_and_log_gamma(X, Z, Ls)
         lv = _log_volume_se(X, Z, Ls, out, ratio)
     else:
-        K = kernel._cross(X, Z)
+        K = kernel.evaluate(X, Z)
         lv = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X) if with_volume else jnp.zeros(X.shape[0], K.dtype)
     return K, (2.0 * lv + jnp.log(0.5) if with_volume and convention == "stan" else lv)
 
 
 def _log_gamma_autodiff(x, Z, kernel):
     """log sqrt(det J^T J) with J = d phi_z / dx by forward-mode autodiff and a globally scaled thin QR."""
-    J = jax.jacfwd(lambda p: kernel._cross(p[None, :], Z)[0])(x)  # (m, D)
+    J = jax.jacfwd(lambda p: kernel.evaluate(p[None, :], Z)[0])(x)  # (m, D)
     scale = jnp.max(jnp.linalg.norm(J, axis=1))
     return jnp.sum(_log_abs_diag_r((J / scale).T)) + J.shape[1] * jnp.log(scale)
 
@@ -308,10 +308,10 @@ def _stream(kernel, X, Z, volume, volume_convention, with_volume):
 
 @partial(jax.jit, static_argnames=("volume", "convention", "with_volume"))
 def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume):
-    Rzz = prior_cov._cross(Z, Z)
+    Rzz = prior_cov.evaluate(Z, Z)
     volume_convention = "exact" if convention == "exact" else "stan"
     if convention == "stan_as_printed":
-        gaussian = kron_loglik_as_printed(kernel._cross(Z, X), Rzz, tau2)
+        gaussian = kron_loglik_as_printed(kernel.evaluate(Z, X), Rzz, tau2)
         lv = jnp.sum(_log_volume_points(X, Z, kernel, volume, volume_convention)) if with_volume else 0.0
         return gaussian + lv
     mu, e2, lv = _streamed_statistics(kernel, X, Z, volume, volume_convention, with_volume)

@@ -1,6 +1,5 @@
 """Closed-form BKE posterior of the embedding and of the two-sample witness function (spec bke.md §5, §7)."""
 
-from dataclasses import dataclass
 from functools import partial
 
 import jax
@@ -9,6 +8,7 @@ import numpy as np
 
 from .._config import require_x64
 from .._validation import as_points, check_positive, is_concrete
+from ..fitted import fitted
 from ..kernels.base import Kernel
 from ..kernels.blockwise import kernel_row_sums
 from ..kernels.stationary import RBF
@@ -20,8 +20,7 @@ __all__ = ["EmbeddingPosterior", "embedding_posterior", "WitnessPosterior", "wit
 _NEG_VAR_TOL = 1e-10
 
 
-@jax.tree_util.register_dataclass
-@dataclass(frozen=True)
+@fitted
 class EmbeddingPosterior:
     """Gaussian posterior of mu_theta given the empirical embedding at locations T (eqs. 7–8).
 
@@ -86,7 +85,7 @@ def embedding_posterior(X, kernel: Kernel, tau2=1.0, *, T=None, prior_cov: Kerne
     return EmbeddingPosterior(prior_cov, T, L, cho_solve_psd(L, y))
 
 
-@dataclass(frozen=True)
+@fitted
 class WitnessPosterior:
     """Posterior of the witness mu_P - mu_Q on a grid (G points).
 

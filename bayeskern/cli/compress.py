@@ -77,7 +77,7 @@ def add_parsers(sub) -> None:
                                    "joint law matches the data's (JKIP, JKH). Data are standardised; RBF kernels "
                                    "at the median heuristic (indicator kernel for --labels). Writes summary.json "
                                    "(with JMMD^2 of the set and of a random subset of equal size), compressed.csv "
-                                   "(the set in your units), compressed.npz (bayeskern.compression.load_result) "
+                                   "(the set in your units), compressed.npz (bayeskern.load) "
                                    "and compress.png.")
     p.add_argument("x", help="features (n, d_x): .npy or .csv/.txt, one point per row")
     p.add_argument("y", help="responses (n, d_y), paired with X row by row")

@@ -113,7 +113,7 @@ def add_parsers(sub) -> None:
                                    "With --nuts, samples the filter's hyperparameters with NUTS (started at the "
                                    "grid optimum) and reports the Bayesian-averaged estimate with predictive "
                                    "bands. Writes summary.json, filtered.csv, filter.npz (the fitted filter, "
-                                   "bayeskern.kbr.load_filter), filter.png and, with --nuts, posterior.nc.")
+                                   "bayeskern.load), filter.png and, with --nuts, posterior.nc.")
     p.add_argument("x", help="training observations (T, d_x): .npy or .csv/.txt, one time step per row")
     p.add_argument("z", help="training latent states (T, d_z), paired with X row by row")
     p.add_argument("x_test", help="test observations (T_test, d_x) to filter")

@@ -13,12 +13,14 @@ def _run(args):
     import jax
 
     import bayeskern as bk
+    from bayeskern.inference import bkl_kernel
 
     X, Y = load_pair(args.x, args.y)
     t0 = time.perf_counter()
     key = jax.random.key(args.seed)
     method = "permutation" if args.permutations > 0 else "gamma"
-    result = bk.hsic_test(X, Y, args.kernel, args.kernel, key=key, n_permutations=max(args.permutations, 1),
+    rule = bkl_kernel if args.kernel == "bkl" else "median"
+    result = bk.hsic_test(X, Y, rule, rule, key=key, n_permutations=max(args.permutations, 1),
                           method=method)
     kx, ky = result.kernels
     summary = {"title": f"independence: {args.x} vs {args.y}", "n": int(X.shape[0]), "dim_x": int(X.shape[1]),

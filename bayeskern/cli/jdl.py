@@ -112,7 +112,7 @@ def add_parsers(sub) -> None:
                                    "pivoted Cholesky bases) and reads off E[Y | x] and sd[Y | x] at query points. "
                                    "Without --lam, bandwidths (0.5, 1, 2 x median) and lambda are chosen by a "
                                    "held-out least-squares loss. Writes summary.json, conditional.csv, model.npz "
-                                   "(bayeskern.jdl.load_model) and jdl.png.")
+                                   "(bayeskern.load) and jdl.png.")
     p.add_argument("x", help="conditioning sample (n, d_x): .npy or .csv/.txt, one point per row")
     p.add_argument("y", help="outcomes (n, d_y), paired with X row by row")
     p.add_argument("--query", default=None,

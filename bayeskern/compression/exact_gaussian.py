@@ -91,7 +91,7 @@ def exact_ackip_objective(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None
     H = jax.vmap(lambda yj: joint_expectation(setting, cx, jnp.full(m, yj), sigma_nu))(y)
     WM = cho_solve_psd(L, M)
     WMW = cho_solve_psd(L, WM.T)
-    return jnp.sum(ky._cross(cy.reshape(m, 1), cy.reshape(m, 1)) * WMW) - 2.0 * jnp.trace(cho_solve_psd(L, H.T))
+    return jnp.sum(ky.evaluate(cy.reshape(m, 1), cy.reshape(m, 1)) * WMW) - 2.0 * jnp.trace(cho_solve_psd(L, H.T))
 
 
 def exact_amcmd2(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
@@ -104,7 +104,7 @@ def exact_jkip_objective(cx, cy, setting: GaussianSetting):
     m = cx.shape[0]
     kx, ky = setting.kernels
     cy = cy.reshape(m, 1)
-    return jnp.sum(kx._cross(cx, cx) * ky._cross(cy, cy)) / m**2 - 2.0 * jnp.mean(
+    return jnp.sum(kx.evaluate(cx, cx) * ky.evaluate(cy, cy)) / m**2 - 2.0 * jnp.mean(
         joint_expectation(setting, cx, cy[:, 0]))
 
 
@@ -112,7 +112,7 @@ def exact_herding_score(x, y, cx, cy, row_mask, setting: GaussianSetting):
     """s_t^exact(z) = Gamma(x, y) - (sum_s kappa(z, z_s) + 1/2) / (t + 1) for one candidate (x (d,), y scalar)."""
     kx, ky = setting.kernels
     t = jnp.sum(row_mask)
-    chosen = jnp.sum(kx._cross(x[None], cx)[0] * ky._cross(jnp.reshape(y, (1, 1)), cy.reshape(-1, 1))[0] * row_mask)
+    chosen = jnp.sum(kx.evaluate(x[None], cx)[0] * ky.evaluate(jnp.reshape(y, (1, 1)), cy.reshape(-1, 1))[0] * row_mask)
     return joint_expectation(setting, x[None], jnp.reshape(y, (1,)))[0] - (chosen + 0.5) / (t + 1)
 
 

@@ -45,29 +45,29 @@ def ackh_pool_scores(px, py, data: DataBlocks, kernel_x: Kernel, kernel_y: Kerne
     chol, _ = compressed_factor(kernel_x, cx, r, row_mask)
     r = r + JITTER
     used = row_mask.astype(px.dtype)
-    L_t = kernel_y._cross(cy, cy) * (used[:, None] * used[None, :])
-    k_tp = kernel_x._cross(cx, px) * used[:, None]  # (m, P)
+    L_t = kernel_y.evaluate(cy, cy) * (used[:, None] * used[None, :])
+    k_tp = kernel_x.evaluate(cx, px) * used[:, None]  # (m, P)
     V = cho_solve_psd(chol, k_tp)  # columns v_c
-    s = kernel_x._paired(px, px) + r - jnp.sum(k_tp * V, axis=0)
-    Q = kernel_y._cross(cy, py) * used[:, None]  # columns q_c
+    s = kernel_x.evaluate_paired(px, px) + r - jnp.sum(k_tp * V, axis=0)
+    Q = kernel_y.evaluate(cy, py) * used[:, None]  # columns q_c
     LV = L_t @ V
 
     def block(carry, blk):
         xb, yb, mb = blk
-        K_tb = kernel_x._cross(cx, xb) * (used[:, None] * mb[None, :])
+        K_tb = kernel_x.evaluate(cx, xb) * (used[:, None] * mb[None, :])
         U = cho_solve_psd(chol, K_tb)
-        L_tb = kernel_y._cross(cy, yb) * (used[:, None] * mb[None, :])
-        rho = (kernel_x._cross(px, xb) * mb[None, :] - V.T @ K_tb) / s[:, None]
+        L_tb = kernel_y.evaluate(cy, yb) * (used[:, None] * mb[None, :])
+        rho = (kernel_x.evaluate(px, xb) * mb[None, :] - V.T @ K_tb) / s[:, None]
         c1, c2, a, b1, b2, d, e = carry
         return (c1 + jnp.sum(U * (L_t @ U)), c2 + jnp.sum(L_tb * U), a + jnp.sum(rho**2, 1),
                 b1 + jnp.sum(rho * (LV.T @ U), 1), b2 + jnp.sum(rho * (Q.T @ U), 1),
-                d + jnp.sum(rho * (V.T @ L_tb), 1), e + jnp.sum(rho * kernel_y._cross(py, yb), 1)), None
+                d + jnp.sum(rho * (V.T @ L_tb), 1), e + jnp.sum(rho * kernel_y.evaluate(py, yb), 1)), None
 
     P = px.shape[0]
     zero, zeros = jnp.zeros(()), jnp.zeros(P)
     (c1, c2, a, b1, b2, d, e), _ = lax.scan(block, (zero, zero, zeros, zeros, zeros, zeros, zeros),
                                             (data.x, data.y, data.mask))
-    quad = jnp.sum(V * LV, 0) - 2.0 * jnp.sum(Q * V, 0) + kernel_y._paired(py, py)
+    quad = jnp.sum(V * LV, 0) - 2.0 * jnp.sum(Q * V, 0) + kernel_y.evaluate_paired(py, py)
     norm_term = c1 - 2.0 * b1 + a * quad + 2.0 * b2
     return (norm_term - 2.0 * (c2 - d + e)) / data.n
 
@@ -80,7 +80,7 @@ def _jkh_step(state, px, py, kernel_x, kernel_y, kappa_bar, self_kernel, replace
     j = jnp.argmax(score)
     self_sum = self_sum + 2.0 * running[j] + self_kernel[j]
     cross_sum = cross_sum + kappa_bar[j]
-    running = running + kernel_x._cross(px, px[j][None])[:, 0] * kernel_y._cross(py, py[j][None])[:, 0]
+    running = running + kernel_x.evaluate(px, px[j][None])[:, 0] * kernel_y.evaluate(py, py[j][None])[:, 0]
     J = self_sum / (t + 1) ** 2 - 2.0 * cross_sum / (t + 1)  # (5.2) for C_{t+1}
     return j, J, (running, self_sum, cross_sum)
 
@@ -118,7 +118,7 @@ def herd_pool(method: str, px, py, data: DataBlocks, kernel_x: Kernel, kernel_y:
         raise ValueError(f"herding without replacement needs m <= pool size {P}, got m = {m}")
     if method == "jkh":
         extras = (jkh_mean_embedding(kernel_x, kernel_y, px, py, x, y),
-                  kernel_x._paired(px, px) * kernel_y._paired(py, py))
+                  kernel_x.evaluate_paired(px, px) * kernel_y.evaluate_paired(py, py))
     else:
         extras = jnp.asarray(lam_c, dtype=px.dtype)
     state = (jnp.zeros((m,) + px.shape[1:], px.dtype), jnp.zeros((m,) + py.shape[1:], py.dtype),

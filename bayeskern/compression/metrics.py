@@ -52,7 +52,7 @@ def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, la
 def _stacked_quadratic(kernel_y, y, yq, B_p, B_q):
     D = jnp.concatenate([B_p, -B_q])
     Y = jnp.concatenate([y, yq])
-    return jnp.sum((kernel_y._cross(Y, Y) @ D) * D) / D.shape[1]
+    return jnp.sum((kernel_y.evaluate(Y, Y) @ D) * D) / D.shape[1]
 
 
 def amcmd(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam_p, lam_q):

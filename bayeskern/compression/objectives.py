@@ -14,7 +14,7 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..kernels.base import Kernel
-from ..kernels.blockwise import _to_blocks
+from ..kernels.blockwise import split_rows
 from ..linalg import cho_solve_psd, jittered_cholesky
 from ._inputs import onehot
 
@@ -46,7 +46,7 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
     size = min(block_size, n)
     if mesh is not None:
         size = -(-size // mesh.devices.size) * mesh.devices.size
-    (xb, yb), mask = _to_blocks((x, y), size)
+    (xb, yb), mask = split_rows((x, y), size)
     if mesh is not None:
         def place(a):
             return jax.device_put(a, NamedSharding(mesh, PartitionSpec(None, "rows", *([None] * (a.ndim - 2)))))
@@ -71,14 +71,14 @@ def stream(data: DataBlocks, block_fn, init):
 
 def _masked_columns(kernel_x: Kernel, cx, xb, mb, row_mask):
     """K = k(cx, x_b) (m, b) with padded data columns and unused compressed rows (row_mask False) zeroed."""
-    K = kernel_x._cross(cx, xb) * mb[None, :]
+    K = kernel_x.evaluate(cx, xb) * mb[None, :]
     return K if row_mask is None else K * row_mask[:, None]
 
 
 def compressed_factor(kernel_x: Kernel, cx, ridge, row_mask=None):
     """Cholesky factor of K_CC + (ridge + JITTER) I; unused slots (row_mask False) become identity rows."""
     m = cx.shape[0]
-    K = kernel_x._cross(cx, cx)
+    K = kernel_x.evaluate(cx, cx)
     if row_mask is not None:
         K = K * (row_mask[:, None] * row_mask[None, :])
         ridge = jnp.where(row_mask, ridge, 1.0 - JITTER)
@@ -89,7 +89,7 @@ def compressed_factor(kernel_x: Kernel, cx, ridge, row_mask=None):
 def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask=None):
     """sum_i sum_j k(cx_j, x_i) l(cy_j, y_i) over the data: O(n m) work, no m x m products."""
     def block(xb, yb, mb):
-        return jnp.sum(_masked_columns(kernel_x, cx, xb, mb, row_mask) * kernel_y._cross(cy, yb))
+        return jnp.sum(_masked_columns(kernel_x, cx, xb, mb, row_mask) * kernel_y.evaluate(cy, yb))
 
     return stream(data, block, jnp.zeros((), jnp.result_type(float)))
 
@@ -97,7 +97,7 @@ def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row
 def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
     """J(C) of eq. (5.2): JMMD^2(D, C) minus the data-data constant."""
     m = cx.shape[0]
-    self_term = jnp.sum(kernel_x._cross(cx, cx) * kernel_y._cross(cy, cy))
+    self_term = jnp.sum(kernel_x.evaluate(cx, cx) * kernel_y.evaluate(cy, cy))
     return self_term / m**2 - 2.0 * _cross_sum(data, kernel_x, kernel_y, cx, cy) / (data.n * m)
 
 
@@ -121,11 +121,11 @@ def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel
     restricts C to the marked slots (the ridge is then (number marked) * lam_C).
     """
     m = cx.shape[0] if row_mask is None else jnp.sum(row_mask)
-    S, T = _gram_sums(data, kernel_x, cx, lambda yb: kernel_y._cross(cy, yb), row_mask)
+    S, T = _gram_sums(data, kernel_x, cx, lambda yb: kernel_y.evaluate(cy, yb), row_mask)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c, row_mask)
     WS = cho_solve_psd(L, S)
     WSW = cho_solve_psd(L, WS.T)
-    L_cc = kernel_y._cross(cy, cy)
+    L_cc = kernel_y.evaluate(cy, cy)
     return (jnp.sum(L_cc * WSW) - 2.0 * jnp.trace(cho_solve_psd(L, T))) / data.n
 
 
@@ -133,8 +133,8 @@ def herding_terms(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx
     """For one candidate z = (x, y): (kappa_bar(z), sum over chosen s of kappa(z, z_s), kappa(z, z))."""
     xz, yz = x[None], y[None]
     mean_embedding = _cross_sum(data, kernel_x, kernel_y, xz, yz)
-    chosen = jnp.sum(kernel_x._cross(xz, cx)[0] * kernel_y._cross(yz, cy)[0] * row_mask)
-    return mean_embedding / data.n, chosen, kernel_x._paired(xz, xz)[0] * kernel_y._paired(yz, yz)[0]
+    chosen = jnp.sum(kernel_x.evaluate(xz, cx)[0] * kernel_y.evaluate(yz, cy)[0] * row_mask)
+    return mean_embedding / data.n, chosen, kernel_x.evaluate_paired(xz, xz)[0] * kernel_y.evaluate_paired(yz, yz)[0]
 
 
 def herding_score(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
@@ -153,7 +153,7 @@ def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c
     if method == "jkip":  # only K_CX E_Y: no m x m data sum
         P = stream(data, lambda xb, yb, mb: _masked_columns(kernel_x, cx, xb, mb, None) @ onehot(yb, n_classes),
                    jnp.zeros((m, n_classes), jnp.result_type(float)))
-        return kernel_x._cross(cx, cx), P, 2.0 / m**2, 2.0 / (data.n * m)
+        return kernel_x.evaluate(cx, cx), P, 2.0 / m**2, 2.0 / (data.n * m)
     S, P = _gram_sums(data, kernel_x, cx, lambda yb: onehot(yb, n_classes).T)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c)
     WS = cho_solve_psd(L, S)

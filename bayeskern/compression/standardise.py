@@ -1,16 +1,15 @@
 """Standardisation of labelled data (spec compression.md §1): zero mean, unit s.d. per column."""
 
-from dataclasses import dataclass
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..fitted import fitted
+
 __all__ = ["Standardiser", "fit_standardiser"]
 
 
-@jax.tree_util.register_dataclass
-@dataclass(frozen=True)
+@fitted
 class Standardiser:
     """Affine maps x -> (x - x_mean) / x_scale and, for continuous responses, y -> (y - y_mean) / y_scale.
 

@@ -1,12 +1,12 @@
 """Joint distribution learning with adaptive low-rank tensor-product kernels (spec jdl.md).
 
-Pipeline: :func:`pivoted_cholesky` and :func:`rotate` on each side (:func:`jdl_bases`), the separable problem
+Pipeline: :func:`bayeskern.linalg.pivoted_cholesky` and :func:`rotate` on each side (:func:`jdl_bases`), the separable problem
 (:func:`jdl_problem`), a solver (§7) and the fitted :class:`JointDistributionModel` (:func:`fit_jdl`); the
 low-rank CME (:func:`fit_cme`) and kernel logistic regression (:func:`fit_klr`) share the bases.
 """
 
 from .cme import LowRankCME, fit_cme, simplex_qp
-from .factor import PivotedCholesky, RotatedBasis, pivoted_cholesky, rotate
+from .factor import RotatedBasis, rotate
 from .fit import CONSTRAINTS, JDLBases, fit_jdl, jdl_bases, select_hyperparameters
 from .jpdl import PolynomialBasis, fit_jpdl, monomial_exponents, polynomial_basis, sos_certificate
 from .klr import LowRankKLR, fit_klr
@@ -18,7 +18,7 @@ from .problem import JDLProblem, box_bounds, jdl_problem, kernel_bounds, objecti
 from .solvers import JDLSolution, positivity_margin, solve_normalised, solve_positive, solve_unconstrained
 
 __all__ = [
-    "PivotedCholesky", "RotatedBasis", "pivoted_cholesky", "rotate",
+    "RotatedBasis", "rotate",
     "JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objective",
     "JDLSolution", "solve_unconstrained", "solve_normalised", "solve_positive", "positivity_margin",
     "solve_grid_positive", "grid_row_minima",

@@ -1,11 +1,11 @@
 """Low-rank conditional mean embedding on the JDL bases (spec jdl.md §10), the comparator of JDL."""
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..conditional import ConditionalExpectation, outcome_values, weighted_expectation
+from ..fitted import fitted, static
 from ..kernels.base import Kernel
 from .factor import RotatedBasis
 from .fit import JDLBases, jdl_bases
@@ -13,7 +13,7 @@ from .fit import JDLBases, jdl_bases
 __all__ = ["LowRankCME", "fit_cme", "simplex_qp"]
 
 
-@dataclasses.dataclass(frozen=True)
+@fitted
 class LowRankCME:
     """E_CME[f(Y) | X = x] = sum_k v_k(x) f(y_{p_k}), v(x) = R_Y F psi_X(x) (spec §10.2): only the m_Y Y-pivots
     carry mass, and sum_k v_k(x) need not be 1 (the normalisation error) nor v(x) >= 0.
@@ -27,23 +27,26 @@ class LowRankCME:
     basis_y: RotatedBasis
     F: jax.Array
     lam: float
-    constraint: str
+    constraint: str = static()
 
-    def weights(self, Xq):
-        """Pivot weights v(x) for query points Xq (q, d_X): (q, m_Y)."""
-        return self.basis_x.evaluate(self.kernel_x, Xq) @ (self.basis_y.R @ self.F).T
+    def weights(self, x_query):
+        """Pivot weights v(x) for query points x_query (q, d_X): (q, m_Y)."""
+        return self.basis_x.evaluate(self.kernel_x, x_query) @ (self.basis_y.R @ self.F).T
 
-    def conditional_expectation(self, Xq, f=None):
-        """sum_k v_k(x) f(y_{p_k}): f maps outcomes (m, d_Y) -> (m, ...) (default identity) or gives its values
-        (n, ...) on the training outcomes. Returns (q, ...); not self-normalised."""
+    def conditional_expectation(self, x_query, f=None) -> ConditionalExpectation:
+        """sum_k v_k(x) f(y_{p_k}) at query points x_query (q, d_X): linear, not self-normalised (``mass`` is
+        sum_k v_k(x)). f: a function of outcomes (k, d_Y) -> (k, ...) (applied to the m_Y pivot outcomes), its
+        values (n, ...) on the training outcomes, or None (the identity). ``mean`` has shape (q, ...)."""
         pivots = self.basis_y.pivots
-        values = self.basis_y.points if f is None else (f(self.basis_y.points) if callable(f) else jnp.asarray(f)[pivots])
-        V = self.weights(Xq)
-        return (V @ values.reshape(values.shape[0], -1)).reshape((V.shape[0],) + values.shape[1:])
+        if f is None or callable(f):
+            values = outcome_values(f, self.basis_y.points, pivots.shape[0], self.F.dtype)
+        else:
+            values = outcome_values(f, None, self.basis_y.A.shape[0], self.F.dtype)[pivots]
+        return weighted_expectation(self.weights(x_query), values)
 
-    def normalisation_error(self, Xq):
+    def normalisation_error(self, x_query):
         """|E_CME[1 | x] - 1| = |sum_k v_k(x) - 1| per query point: (q,)."""
-        return jnp.abs(self.weights(Xq).sum(axis=1) - 1.0)
+        return jnp.abs(self.weights(x_query).sum(axis=1) - 1.0)
 
 
 def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint: str = "unconstrained",

@@ -1,5 +1,4 @@
-"""Algorithm 1 of spec jdl.md §4 (matrix-free pivoted Cholesky with a bi-orthogonal basis) and the
-double-orthogonal rotation of §5."""
+"""The double-orthogonal rotation of a pivoted Cholesky factor into the JDL basis."""
 
 from typing import NamedTuple
 
@@ -7,86 +6,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._config import require_x64
+from ..fitted import saveable
 from ..kernels.base import Kernel
+from ..linalg import PivotedCholesky
 
-__all__ = ["PivotedCholesky", "pivoted_cholesky", "RotatedBasis", "rotate"]
-
-
-class PivotedCholesky(NamedTuple):
-    """K ~ L L^T from m greedy pivots (spec §4.1).
-
-    L: (n, m); B_tilde: (m, m) upper triangular, the compact bi-orthogonal factor (B = P B_tilde, B^T L = I,
-    K B = L); pivots: (m,) distinct indices; residual: (n,) diag(K - L L^T) >= 0.
-    """
-
-    L: jax.Array
-    B_tilde: jax.Array
-    pivots: jax.Array
-    residual: jax.Array
-
-    @property
-    def rank(self) -> int:
-        return self.L.shape[1]
+__all__ = ["RotatedBasis", "rotate"]
 
 
-def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | None = None) -> PivotedCholesky:
-    """Greedy pivoted Cholesky of K = k(X, X) (X: (n, d)) touching only diag(K) and m columns: memory O(n m).
-
-    Stops when trace(K - L L^T) <= tol * trace(K) (relative tolerance, tol in [0, 1)) or at ``max_rank``
-    (default n). Pivot ties go to the smallest index. A compiled ``lax.while_loop`` fills buffers that start
-    64 columns wide and double when full; the result is cut to the rank reached.
-    """
-    require_x64("pivoted_cholesky")
-    X = kernel._prepare(X, "X")
-    n = X.shape[0]
-    if not 0 <= tol < 1:
-        raise ValueError(f"tol must lie in [0, 1), got {tol}")
-    max_rank = n if max_rank is None else max_rank
-    if not 1 <= max_rank <= n:
-        raise ValueError(f"max_rank must lie in [1, n = {n}], got {max_rank}")
-    d0 = kernel._paired(X, X)
-    width = min(max_rank, 64)
-    state = (jnp.zeros((n, width), d0.dtype), jnp.zeros((width, width), d0.dtype), jnp.zeros(width, jnp.int32),
-             d0, jnp.zeros((), jnp.int32))
-    threshold = tol * jnp.sum(d0)
-    floor = 100 * jnp.finfo(d0.dtype).eps * jnp.max(d0)  # round-off level of a Schur complement (any backend)
-    while True:  # buffers double when full, so memory stays O(n m) for the rank m reached
-        state = _factorise(kernel, X, threshold, floor, state)
-        m = int(state[4])
-        if m < width or width == max_rank:
-            break
-        grow = min(2 * width, max_rank) - width
-        L, Bt, pivots, d, _ = state
-        state = (jnp.pad(L, ((0, 0), (0, grow))), jnp.pad(Bt, ((0, grow), (0, grow))), jnp.pad(pivots, (0, grow)),
-                 d, state[4])
-        width += grow
-    L, Bt, pivots, d, _ = state
-    return PivotedCholesky(L[:, :m], Bt[:m, :m], pivots[:m], d)
-
-
-@jax.jit
-def _factorise(kernel, X, threshold, floor, state):
-    """Greedy pivots until the tolerance is met, a pivot's Schur complement vanishes or the buffers are full."""
-    width = state[0].shape[1]
-
-    def more(state):
-        _, _, _, d, m = state
-        return (jnp.sum(d) > threshold) & (m < width) & (jnp.max(d) > floor)
-
-    def step(state):
-        L, Bt, pivots, d, m = state
-        j = jnp.argmax(d)  # first index of the largest residual diagonal entry
-        root = jnp.sqrt(d[j])
-        column = kernel._cross(X, X[j][None])[:, 0]  # one column-oracle call: n kernel evaluations
-        ell = (column - L @ L[j]) / root  # unused buffer columns of L are zero
-        b = (-Bt @ L[j]).at[m].set(1.0) / root  # compact line 5: rows >= m of B_tilde are zero
-        d = jnp.maximum(d - ell**2, 0.0).at[j].set(0.0)
-        return L.at[:, m].set(ell), Bt.at[:, m].set(b), pivots.at[m].set(j.astype(jnp.int32)), d, m + 1
-
-    return jax.lax.while_loop(more, step, state)
-
-
+@saveable
 class RotatedBasis(NamedTuple):
     """The double-orthogonal basis psi(u) = R^T k(x_p, u) of spec §5 (eigenvalues descending).
 
@@ -102,7 +29,7 @@ class RotatedBasis(NamedTuple):
 
     def evaluate(self, kernel: Kernel, U):
         """psi(u) for points U (q, d): (q, m), from the m pivot points only."""
-        return kernel._cross(kernel._prepare(U, "U"), self.points) @ self.R
+        return kernel.evaluate(kernel.prepare(U, "U"), self.points) @ self.R
 
 
 def rotate(factor: PivotedCholesky, X) -> RotatedBasis:

@@ -10,7 +10,8 @@ from .._validation import as_points, check_same_length
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
-from .factor import RotatedBasis, pivoted_cholesky, rotate
+from ..linalg import pivoted_cholesky
+from .factor import RotatedBasis, rotate
 from .model import JointDistributionModel
 from .positivity import solve_grid_positive
 from .problem import box_bounds, jdl_problem, kernel_bounds
@@ -46,8 +47,7 @@ def jdl_bases(X, Y, kernel_x: Kernel, kernel_y: Kernel, *, tol: float = 1e-3, ma
 
 
 def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint: str = "data_box", tol: float = 1e-3,
-            max_rank: int | None = None, bases: JDLBases | None = None, margin: float = 0.1,
-            return_solution: bool = False):
+            max_rank: int | None = None, bases: JDLBases | None = None, margin: float = 0.1) -> JointDistributionModel:
     """Fit the low-rank JDL model of the joint law of (X, Y) (spec §6-7).
 
     constraint: "unconstrained" (§7.1); "normalised" (§7.2, total mass 1); "data_box" (normalisation plus the
@@ -57,7 +57,8 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     diagonal: 1 + h >= 0 everywhere, §6.4);
     "grid" (normalisation plus 1 + h >= margin on the whole training grid, by cutting planes: see
     :func:`bayeskern.jdl.solve_grid_positive`; a beyond-the-paper treatment that avoids the shrinkage of (29)). ``bases`` reuses a :func:`jdl_bases` factorisation (X, Y, kernels, tol
-    are then ignored). Returns a :class:`JointDistributionModel` (and the :class:`JDLSolution` certificate).
+    are then ignored). Returns a :class:`JointDistributionModel`; its ``solution`` holds the :class:`JDLSolution`
+    certificate.
     """
     if constraint not in CONSTRAINTS:
         raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
@@ -77,8 +78,8 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
                  ((bases.kernel_x, bases.X, "kernel_x"), (bases.kernel_y, bases.Y, "kernel_y"))]
         solution = solve_positive(problem, *kernel_bounds(bases.basis_x, bases.basis_y, *kappa))
     model = JointDistributionModel(bases.X, bases.Y, bases.kernel_x, bases.kernel_y, bases.basis_x, bases.basis_y,
-                                   jnp.asarray(solution.H), float(lam), constraint)
-    return (model, solution) if return_solution else model
+                                   jnp.asarray(solution.H), float(lam), constraint, solution)
+    return model
 
 
 def _diagonal_bound(kernel: Kernel, Z, name: str) -> float:

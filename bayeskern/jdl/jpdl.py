@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._validation import as_points, check_same_length
+from ..fitted import saveable
 from .model import JointDistributionModel
 from .problem import jdl_problem
 from .solvers import JDLSolution, _normalisation_residual, solve_normalised, solve_unconstrained
@@ -33,6 +34,7 @@ def _vandermonde(X, exponents):
     return jnp.prod(jnp.asarray(X)[:, None, :] ** jnp.asarray(exponents)[None], axis=-1)
 
 
+@saveable
 class PolynomialBasis(NamedTuple):
     """psi(u) = tau_q(u) W, orthonormal in L^2 of the sample: A = V W (n, m) with A^T A = n I."""
 
@@ -62,7 +64,7 @@ def polynomial_basis(X, degree: int) -> PolynomialBasis:
     return PolynomialBasis(jnp.asarray(V @ W), jnp.full(m, float(n)), jnp.asarray(W), exponents)
 
 
-def fit_jpdl(X, Y, degree: int, lam: float, *, constraint: str = "unconstrained", return_solution: bool = False):
+def fit_jpdl(X, Y, degree: int, lam: float, *, constraint: str = "unconstrained") -> JointDistributionModel:
     """Polynomial JPDL: constraint "unconstrained" (H = Gamma / (1 + lam)), "normalised", or "sos" (normalisation
     plus 1 + h = SOS, i.e. positive everywhere, through Clarabel)."""
     if constraint not in ("unconstrained", "normalised", "sos"):
@@ -77,8 +79,8 @@ def fit_jpdl(X, Y, degree: int, lam: float, *, constraint: str = "unconstrained"
         solution = solve_normalised(problem)
     else:
         solution = _solve_sos(problem, bx, by, degree)
-    model = JointDistributionModel(X, Y, None, None, bx, by, jnp.asarray(solution.H), float(lam), f"jpdl-{constraint}")
-    return (model, solution) if return_solution else model
+    return JointDistributionModel(X, Y, None, None, bx, by, jnp.asarray(solution.H), float(lam), f"jpdl-{constraint}",
+                                  solution)
 
 
 def _sos_layout(bx, by, degree):

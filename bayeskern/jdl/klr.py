@@ -1,6 +1,5 @@
 """Low-rank kernel logistic regression on the Algorithm-1 basis (spec jdl.md §11), a JDL comparator."""
 
-import dataclasses
 from functools import partial
 
 import jax
@@ -9,13 +8,15 @@ import jaxopt
 
 from .._config import require_x64
 from .._validation import as_points, check_same_length
+from ..fitted import fitted
 from ..kernels.base import Kernel
-from .factor import RotatedBasis, pivoted_cholesky, rotate
+from ..linalg import pivoted_cholesky
+from .factor import RotatedBasis, rotate
 
 __all__ = ["LowRankKLR", "fit_klr"]
 
 
-@dataclasses.dataclass(frozen=True)
+@fitted
 class LowRankKLR:
     """cl(x) = sigmoid(psi_X(x)^T c): basis (rotated, m_X functions), coef (m_X,) with ||c||^2 the RKHS norm."""
 

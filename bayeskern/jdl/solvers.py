@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..fitted import saveable
 from .problem import JDLProblem
 
 __all__ = ["JDLSolution", "solve_unconstrained", "solve_normalised", "solve_positive", "positivity_margin"]
@@ -16,6 +17,7 @@ __all__ = ["JDLSolution", "solve_unconstrained", "solve_normalised", "solve_posi
 _REL_TOL = 1e-13
 
 
+@saveable
 class JDLSolution(NamedTuple):
     """Coefficients H (m_Y, m_X) with the certificate of spec §7.3.
 

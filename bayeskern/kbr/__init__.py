@@ -16,8 +16,8 @@ from .features import (
     select_landmarks,
     train_features,
 )
-from .filter import ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, tune_feature_filter, tune_kbf
-from .io import load_filter, save_filter
+from .filter import (ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, load_filter, tune_feature_filter,
+                     tune_kbf)
 from .networks import IMAGE_HIDDEN, ImageFeatures, init_image_mlp, train_image_features
 from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors
 from .readout import decode_mode, normalized_posterior_mean, posterior_expectation, posterior_mean, posterior_spread
@@ -38,7 +38,7 @@ __all__ = ["FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeat
            "fit_feature_network", "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
            "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features", "CNN_CHANNELS", "ConvFeatures",
            "init_image_cnn", "train_image_cnn",
-           "filter_mse", "tune_kbf", "save_filter", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
+           "filter_mse", "tune_kbf", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
            "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
            "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",
            "kbr_iw_weights", "kbr_iw_weights_features", "kbr_original_weights", "kulsif_gamma", "kulsif_ratio"]

@@ -6,12 +6,11 @@ flatten -> dense -> ReLU -> dense p -> ReLU ("same" padding; channels-last image
 The convolutions see local pixel structure that the MLP must learn from 10^3-10^4 inputs per unit.
 """
 
-from dataclasses import dataclass
-from functools import partial
 
 import jax
 import jax.numpy as jnp
 
+from ..fitted import fitted, static
 from .._validation import as_points
 from .features import fit_feature_network
 
@@ -21,17 +20,15 @@ CNN_CHANNELS = (16, 32)
 _DIMENSIONS = ("NHWC", "HWIO", "NHWC")
 
 
-@partial(jax.tree_util.register_dataclass, data_fields=["convs", "dense"],
-         meta_fields=["image_shape", "stride"])
-@dataclass(frozen=True)
+@fitted
 class ConvFeatures:
     """Network parameters: convs ((kernel (k, k, c_in, c_out), bias (c_out,)), ...), dense ((W, b), ...);
     image_shape (H, W, C) of the flattened inputs; stride of every convolution. Calling it gives features."""
 
     convs: tuple
     dense: tuple
-    image_shape: tuple
-    stride: int
+    image_shape: tuple = static()
+    stride: int = static()
 
     def __call__(self, X):
         """Features (n, p) of flattened images X (n, H W C)."""

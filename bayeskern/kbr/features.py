@@ -7,8 +7,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..fitted import saveable
 from .._validation import as_points, check_positive, check_same_length
-from ..jdl.factor import pivoted_cholesky
+from ..linalg import pivoted_cholesky
 from ..kernels.base import Kernel
 from ..linalg import jittered_cholesky, spd_solve, whiten
 from .weights import gram_coefficient
@@ -17,6 +18,7 @@ __all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "i
            "nystrom_features", "select_landmarks", "FeatureKernel", "adaptive_feature_loss", "train_features"]
 
 
+@saveable
 class RandomFourierFeatures(NamedTuple):
     """phi(z) = sqrt(2 / F) cos(Omega z + b): E[phi(z) . phi(z')] = exp(-|z - z'|^2 / (2 sigma^2))."""
 
@@ -38,6 +40,7 @@ def random_fourier_features(key, dim: int, sigma, num_features: int = 100) -> Ra
     return RandomFourierFeatures(omega, jax.random.uniform(k2, (num_features,), maxval=2 * jnp.pi))
 
 
+@saveable
 class MLPFeatures(NamedTuple):
     """psi_theta(x): a ReLU multilayer perceptron, layers = ((W, b), ...); ReLU after every layer (spec §5)."""
 
@@ -58,6 +61,7 @@ def init_mlp(key, sizes) -> MLPFeatures:
                              for k, a, b in zip(keys, sizes[:-1], sizes[1:])))
 
 
+@saveable
 class NystromFeatures(NamedTuple):
     """psi(x) = L^{-1} k(landmarks, x) with L L^T = k(landmarks, landmarks) (+ a small jitter): psi(x) . psi(x')
     is the Nystrom approximation of k(x, x'), exact (up to the jitter) whenever x or x' is a landmark."""
@@ -68,7 +72,7 @@ class NystromFeatures(NamedTuple):
 
     def __call__(self, X):
         """Features (n, p) of points X (n, d)."""
-        return whiten(self.factor, self.kernel._cross(self.landmarks, X)).T
+        return whiten(self.factor, self.kernel.evaluate(self.landmarks, X)).T
 
 
 def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> NystromFeatures:
@@ -76,7 +80,7 @@ def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> Nyst
     mean diagonal * I: traceable, and its gradients in the kernel's parameters stay finite however close the
     landmarks are (the relative jitter bounds the factor's condition number)."""
     landmarks = jnp.asarray(landmarks)
-    K = kernel._cross(landmarks, landmarks)
+    K = kernel.evaluate(landmarks, landmarks)
     K = K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
     return NystromFeatures(kernel, landmarks, jittered_cholesky(K)[0])
 
@@ -100,10 +104,10 @@ class FeatureKernel(Kernel):
     def __init__(self, features):
         self.features = features
 
-    def _cross(self, X, Y):
+    def evaluate(self, X, Y):
         return self.features(X) @ self.features(Y).T
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return jnp.sum(self.features(X) * self.features(Y), axis=-1)
 
 

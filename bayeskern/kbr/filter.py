@@ -1,15 +1,14 @@
 """The kernel Bayes filter (Algorithm 2, spec kbr.md §6) and its hyperparameter protocol (§6.4)."""
 
 import dataclasses
-from dataclasses import dataclass, field
 from functools import partial
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
 from .._validation import as_points, check_positive, check_same_length, is_concrete
+from ..fitted import FileFormatError, fitted, load, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
@@ -27,8 +26,7 @@ ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
 LAMBDA_GRIDS = {"iw": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1), "original": (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)}
 
 
-@jax.tree_util.register_dataclass
-@dataclass(frozen=True)
+@fitted
 class KernelBayesFilter:
     """A fitted kernel Bayes filter: training pairs, bandwidths, regularisers and the precomputed matrices.
 
@@ -48,9 +46,9 @@ class KernelBayesFilter:
     K_eta: jax.Array  # (T, T): gamma = K_eta w
     transition: jax.Array  # (T, T): row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
     factor: jax.Array | None  # (T, p) factor of G_X for the original KBR
-    method: str = field(default="iw", metadata=dict(static=True))
-    original_solver: str = field(default="eigh", metadata=dict(static=True))
-    smooth_truncation: float | None = field(default=None, metadata=dict(static=True))
+    method: str = static(default="iw")
+    original_solver: str = static(default="eigh")
+    smooth_truncation: float | None = static(default=None)
 
     @classmethod
     def build(cls, X, Z, sigma_x, sigma_z, lam, eta, lam_prime=None, *, method: str = "iw",
@@ -107,13 +105,7 @@ class KernelBayesFilter:
 
     def observation_gram(self, X_test):
         """k_X(x_i, x~_t): (T, T~)."""
-        return self.kernel_x._cross(self.X, X_test)
-
-    def save(self, path) -> None:
-        """Write to ``.npz``; :func:`bayeskern.kbr.load_filter` restores the filter exactly."""
-        from .io import save_filter
-
-        save_filter(self, path)
+        return self.kernel_x.evaluate(self.X, X_test)
 
     def filter(self, X_test, *, return_weights: bool = False):
         """Filtered posterior means sum_i w_i^(t,t) z_i for a test sequence X_test (T~, d_x): (T~, d_z).
@@ -158,11 +150,11 @@ def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev=None):
     """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix (spec §6.2)."""
     T = Z.shape[0]
     k_z = RBF(sigma_z)
-    G_X, G_Z = kernel_x._cross(X, X), k_z._cross(Z, Z)
+    G_X, G_Z = kernel_x.evaluate(X, X), k_z.evaluate(Z, Z)
     eye = jnp.eye(T, dtype=G_Z.dtype)
     K_eta = T * spd_solve(G_Z + T * eta * eye, G_Z)
     if Z_prev is not None:  # T transitions Z_prev[j] -> Z[j]: every atom is a destination
-        return G_X, K_eta, spd_solve(k_z._cross(Z_prev, Z_prev) + T * lam_prime * eye, k_z._cross(Z_prev, Z))
+        return G_X, K_eta, spd_solve(k_z.evaluate(Z_prev, Z_prev) + T * lam_prime * eye, k_z.evaluate(Z_prev, Z))
     rows = spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
     return G_X, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
 
@@ -180,7 +172,16 @@ def filter_mse(means, Z_true):
     return float(jnp.mean(jnp.sum((jnp.asarray(means) - jnp.asarray(Z_true)) ** 2, axis=-1)))
 
 
-class TuneResult(NamedTuple):
+def load_filter(path) -> KernelBayesFilter:
+    """Read a filter saved with ``kbf.save(path)`` (an alias of :func:`bayeskern.load`); it filters identically."""
+    kbf = load(path)
+    if not isinstance(kbf, KernelBayesFilter):
+        raise FileFormatError(f"{path!r} holds a {type(kbf).__name__}, not a KernelBayesFilter")
+    return kbf
+
+
+@fitted
+class TuneResult:
     """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam) (spec §6.4)."""
 
     filter: KernelBayesFilter
@@ -201,7 +202,7 @@ def _validation_split(X, Z, n_val, k):
 
 
 def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
-    G_Z = RBF(sigma_z)._cross(Z, Z)
+    G_Z = RBF(sigma_z).evaluate(Z, Z)
     return select_eta_loo(G_Z, successor_priors(Z, num_priors, k), eta_grid)[0]
 
 

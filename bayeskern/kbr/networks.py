@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ..fitted import saveable
 from .._validation import as_points, check_positive, check_same_length
 from .features import adaptive_feature_loss, random_fourier_features
 
@@ -23,6 +24,7 @@ _BN_LAYER = 1  # batch norm after the second linear layer (the 512 layer)
 _BN_EPS = 1e-5
 
 
+@saveable
 class ImageFeatures(NamedTuple):
     """The trained network in inference mode: spectrally normalised weights and frozen batch-norm statistics.
 

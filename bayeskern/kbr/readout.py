@@ -1,10 +1,9 @@
 """Reading out a posterior embedding m = sum_i w_i phi(z_i) (spec kbr.md §2.3)."""
 
-from typing import NamedTuple
-
 import jax
 import jax.numpy as jnp
 
+from ..conditional import ConditionalExpectation, self_normalised_expectation
 from ..kernels.blockwise import kernel_matvec
 from ..kernels.stationary import RBF
 
@@ -16,18 +15,10 @@ def posterior_mean(W, Z):
     return W.T @ Z
 
 
-class NormalizedMean(NamedTuple):
-    """sum_i w_i z_i / sum_i w_i (q, d_z), and where |sum_i w_i| < 1e-12 made that undefined (q,)."""
-
-    mean: jax.Array
-    undefined: jax.Array
-
-
-def normalized_posterior_mean(W, Z) -> NormalizedMean:
-    """Self-normalised posterior mean; where |sum w| < 1e-12 the unnormalised value is returned and flagged."""
-    total = jnp.sum(W, axis=0)
-    undefined = jnp.abs(total) < 1e-12
-    return NormalizedMean((W.T @ Z) / jnp.where(undefined, 1.0, total)[:, None], undefined)
+def normalized_posterior_mean(W, Z) -> ConditionalExpectation:
+    """Self-normalised posterior mean sum_i w_i z_i / sum_i w_i for weights W (n, q) and atoms Z (n, d_z): ``mean``
+    (q, d_z), ``mass`` sum_i w_i (q,); NaN and flagged ``undefined`` where |sum_i w_i| <= 1e-12."""
+    return self_normalised_expectation(W.T @ Z, jnp.sum(W, axis=0))
 
 
 def posterior_expectation(W, K_ZV, c):
@@ -62,7 +53,7 @@ def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
     def one(w, v, start):
         def step(state):
             z, _, it = state
-            k = v * kernel._cross(Z, z[None])[:, 0]
+            k = v * kernel.evaluate(Z, z[None])[:, 0]
             total = jnp.sum(k)
             new = jnp.where(total > 0, k @ Z / jnp.where(total > 0, total, 1.0), z)
             return new, jnp.linalg.norm(new - z), it + 1

@@ -1,8 +1,16 @@
 """Kernel base class and combinators (sum, product, scaling, tensor product).
 
-A kernel only says how to evaluate k on blocks of points (``_cross``) and on
-aligned pairs (``_paired``); how big Gram matrices, row sums and mat-vecs are
-assembled lives in :mod:`bayeskern.kernels.blockwise`.
+A kernel says how to evaluate k on blocks of points (:meth:`Kernel.evaluate`) and on
+aligned pairs (:meth:`Kernel.evaluate_paired`); how big Gram matrices, row sums and
+mat-vecs are assembled lives in :mod:`bayeskern.kernels.blockwise`.
+
+Two levels of the same computation are public:
+
+* checked entry points, ``cross``, ``gram``, ``diag`` and ``paired``: they validate and
+  convert their inputs (:meth:`Kernel.prepare`) and run one compiled program;
+* unchecked fast paths, ``evaluate`` and ``evaluate_paired``, for code that is already
+  traced (inside ``jit``, ``vmap``, ``grad`` or a ``lax`` loop) on inputs prepared once
+  at the boundary. They never inspect values, so they cost nothing beyond the arithmetic.
 """
 
 import abc
@@ -13,15 +21,21 @@ import jax.numpy as jnp
 
 from .._validation import as_points, check_positive, check_same_dim, check_same_length
 
-__all__ = ["Kernel", "Sum", "Product", "Scaled", "TensorProduct", "as_float_param"]
+__all__ = ["Kernel", "Sum", "Product", "Scaled", "TensorProduct", "as_float_param", "kernel_class"]
+
+_KERNEL_CLASSES: dict[str, type] = {}
+
+
+def kernel_class(name: str):
+    """bayeskern's kernel class called ``name``, or None (every Kernel subclass of bayeskern registers)."""
+    return _KERNEL_CLASSES.get(name)
 
 
 def as_float_param(value, name: str):
     """A hyperparameter as a float array, checked positive when concrete."""
     value = jnp.asarray(value)
-    if not jnp.issubdtype(value.dtype, jnp.floating):
-        value = value.astype(jnp.result_type(float))
-    return check_positive(value, name)
+    dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else jnp.result_type(float)
+    return check_positive(jnp.asarray(value, dtype=dtype), name)  # strongly typed: one compiled program per dtype
 
 
 class Kernel(abc.ABC):
@@ -29,8 +43,9 @@ class Kernel(abc.ABC):
 
     Hyperparameters named in ``_leaves`` are pytree leaves (so ``jit``, ``vmap``
     and ``grad`` go through them); settings in ``_static`` are hashable structure.
-    Subclasses implement ``_cross(X, Y) -> (n, m)`` and ``_paired(X, Y) -> (n,)``
-    on prepared inputs, and may override ``_prepare`` (default: points (n, d)).
+    Subclasses implement :meth:`evaluate` ``(X, Y) -> (n, m)`` and
+    :meth:`evaluate_paired` ``(X, Y) -> (n,)`` on prepared inputs, and may override
+    :meth:`prepare` (default: points (n, d)).
     """
 
     _leaves: ClassVar[tuple[str, ...]] = ()
@@ -38,15 +53,21 @@ class Kernel(abc.ABC):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        jax.tree_util.register_pytree_node(cls, cls._tree_flatten, cls._tree_unflatten)
+        jax.tree_util.register_pytree_node(cls, cls.tree_flatten, cls.tree_unflatten)
+        if cls.__module__.startswith("bayeskern."):  # loading files builds bayeskern's own kernels only
+            if _KERNEL_CLASSES.get(cls.__name__, cls) is not cls:
+                raise RuntimeError(f"two kernel classes share the name {cls.__name__!r}")
+            _KERNEL_CLASSES[cls.__name__] = cls
 
-    def _tree_flatten(self):
+    def tree_flatten(self):
+        """(leaves, static settings): the pytree split of the kernel."""
         leaves = tuple(getattr(self, name) for name in self._leaves)
         static = tuple(getattr(self, name) for name in self._static)
         return leaves, static
 
     @classmethod
-    def _tree_unflatten(cls, static, leaves):
+    def tree_unflatten(cls, static, leaves):
+        """Rebuild a kernel from :meth:`tree_flatten`'s output without re-checking its leaves."""
         obj = object.__new__(cls)  # bypass __init__: leaves may be tracers or placeholders
         for name, value in zip(cls._leaves, leaves):
             setattr(obj, name, value)
@@ -59,44 +80,47 @@ class Kernel(abc.ABC):
         return f"{type(self).__name__}({fields})"
 
     # --- inputs -------------------------------------------------------------
-    def _prepare(self, X, name: str):
+    def prepare(self, X, name: str = "X"):
+        """Check and convert one input for this kernel: points (n, d) as a float array (pairs for tensor
+        products, integer labels for the indicator kernel). Raises ``ValueError`` naming ``name``."""
         return as_points(X, name)
 
-    def _prepare_pair(self, X, Y):
-        X = self._prepare(X, "X")
-        Y = self._prepare(Y, "Y")
+    def prepare_pair(self, X, Y):
+        """Prepare two inputs and check that their points have the same dimension."""
+        X = self.prepare(X, "X")
+        Y = self.prepare(Y, "Y")
         check_same_dim(X, Y, "X and Y")
         return X, Y
 
     # --- public evaluation -------------------------------------------------
     def cross(self, X, Y):
         """Cross-covariance matrix k(x_i, y_j): X (n, ...) and Y (m, ...) -> (n, m)."""
-        X, Y = self._prepare_pair(X, Y)
+        X, Y = self.prepare_pair(X, Y)
         return _compiled_cross(self, X, Y)
 
     def gram(self, X):
         """Gram matrix k(x_i, x_j): X (n, ...) -> (n, n)."""
-        X = self._prepare(X, "X")
+        X = self.prepare(X, "X")
         return _compiled_cross(self, X, X)
 
     def diag(self, X):
         """Diagonal k(x_i, x_i) of the Gram matrix without forming it: (n,)."""
-        X = self._prepare(X, "X")
+        X = self.prepare(X, "X")
         return _compiled_paired(self, X, X)
 
     def paired(self, X, Y):
         """Aligned evaluations k(x_i, y_i) for i = 1..n: (n,)."""
-        X, Y = self._prepare_pair(X, Y)
+        X, Y = self.prepare_pair(X, Y)
         check_same_length(X, Y, "X and Y")
         return _compiled_paired(self, X, Y)
 
     @abc.abstractmethod
-    def _cross(self, X, Y):
-        """k on all pairs of prepared inputs: (n, m)."""
+    def evaluate(self, X, Y):
+        """k on all pairs of prepared inputs (no checks; traceable): X (n, ...), Y (m, ...) -> (n, m)."""
 
     @abc.abstractmethod
-    def _paired(self, X, Y):
-        """k on aligned prepared inputs: (n,)."""
+    def evaluate_paired(self, X, Y):
+        """k on aligned prepared inputs (no checks; traceable): X (n, ...), Y (n, ...) -> (n,)."""
 
     # --- algebra -------------------------------------------------------------
     def __add__(self, other):
@@ -115,8 +139,8 @@ class Kernel(abc.ABC):
 
 # One compiled program per kernel structure and input shape: eager calls would otherwise
 # compile every primitive separately (tens of ms each on CPU).
-_compiled_cross = jax.jit(lambda kernel, X, Y: kernel._cross(X, Y))
-_compiled_paired = jax.jit(lambda kernel, X, Y: kernel._paired(X, Y))
+_compiled_cross = jax.jit(lambda kernel, X, Y: kernel.evaluate(X, Y))
+_compiled_paired = jax.jit(lambda kernel, X, Y: kernel.evaluate_paired(X, Y))
 
 
 class Sum(Kernel):
@@ -127,14 +151,14 @@ class Sum(Kernel):
     def __init__(self, k1: Kernel, k2: Kernel):
         self.k1, self.k2 = k1, k2
 
-    def _prepare(self, X, name):
-        return self.k1._prepare(X, name)
+    def prepare(self, X, name):
+        return self.k1.prepare(X, name)
 
-    def _cross(self, X, Y):
-        return self.k1._cross(X, Y) + self.k2._cross(X, Y)
+    def evaluate(self, X, Y):
+        return self.k1.evaluate(X, Y) + self.k2.evaluate(X, Y)
 
-    def _paired(self, X, Y):
-        return self.k1._paired(X, Y) + self.k2._paired(X, Y)
+    def evaluate_paired(self, X, Y):
+        return self.k1.evaluate_paired(X, Y) + self.k2.evaluate_paired(X, Y)
 
 
 class Product(Kernel):
@@ -145,14 +169,14 @@ class Product(Kernel):
     def __init__(self, k1: Kernel, k2: Kernel):
         self.k1, self.k2 = k1, k2
 
-    def _prepare(self, X, name):
-        return self.k1._prepare(X, name)
+    def prepare(self, X, name):
+        return self.k1.prepare(X, name)
 
-    def _cross(self, X, Y):
-        return self.k1._cross(X, Y) * self.k2._cross(X, Y)
+    def evaluate(self, X, Y):
+        return self.k1.evaluate(X, Y) * self.k2.evaluate(X, Y)
 
-    def _paired(self, X, Y):
-        return self.k1._paired(X, Y) * self.k2._paired(X, Y)
+    def evaluate_paired(self, X, Y):
+        return self.k1.evaluate_paired(X, Y) * self.k2.evaluate_paired(X, Y)
 
 
 class Scaled(Kernel):
@@ -168,14 +192,14 @@ class Scaled(Kernel):
         if self.scale.ndim != 0:
             raise ValueError(f"Scaled scale must be a scalar, got shape {self.scale.shape}")
 
-    def _prepare(self, X, name):
-        return self.base._prepare(X, name)
+    def prepare(self, X, name):
+        return self.base.prepare(X, name)
 
-    def _cross(self, X, Y):
-        return self.scale * self.base._cross(X, Y)
+    def evaluate(self, X, Y):
+        return self.scale * self.base.evaluate(X, Y)
 
-    def _paired(self, X, Y):
-        return self.scale * self.base._paired(X, Y)
+    def evaluate_paired(self, X, Y):
+        return self.scale * self.base.evaluate_paired(X, Y)
 
 
 class TensorProduct(Kernel):
@@ -190,16 +214,16 @@ class TensorProduct(Kernel):
     def __init__(self, k_x: Kernel, k_y: Kernel):
         self.k_x, self.k_y = k_x, k_y
 
-    def _prepare(self, XY, name):
+    def prepare(self, XY, name):
         if not isinstance(XY, (tuple, list)) or len(XY) != 2:
             raise ValueError(f"{name} must be a pair (X, Y) of aligned samples for a TensorProduct kernel")
-        X = self.k_x._prepare(XY[0], f"{name}[0]")
-        Y = self.k_y._prepare(XY[1], f"{name}[1]")
+        X = self.k_x.prepare(XY[0], f"{name}[0]")
+        Y = self.k_y.prepare(XY[1], f"{name}[1]")
         check_same_length(X, Y, f"{name}[0] and {name}[1]")
         return (X, Y)
 
-    def _cross(self, A, B):
-        return self.k_x._cross(A[0], B[0]) * self.k_y._cross(A[1], B[1])
+    def evaluate(self, A, B):
+        return self.k_x.evaluate(A[0], B[0]) * self.k_y.evaluate(A[1], B[1])
 
-    def _paired(self, A, B):
-        return self.k_x._paired(A[0], B[0]) * self.k_y._paired(A[1], B[1])
+    def evaluate_paired(self, A, B):
+        return self.k_x.evaluate_paired(A[0], B[0]) * self.k_y.evaluate_paired(A[1], B[1])

@@ -16,6 +16,8 @@ from .base import Kernel
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "split_rows",
+    "blocked_matvec",
     "kernel_matvec",
     "kernel_row_sums",
     "kernel_sum",
@@ -25,8 +27,10 @@ __all__ = [
 DEFAULT_BLOCK_SIZE = 1024
 
 
-def _to_blocks(A, size: int):
-    """Pad a data pytree to a multiple of ``size`` rows (repeating row 0) and reshape to blocks."""
+def split_rows(A, size: int):
+    """Cut a data pytree (n rows) into blocks of ``size`` rows, padding the last block by repeating row 0.
+
+    Returns (blocks with leading axes (n_blocks, size), mask (n_blocks, size) True on real rows). Traceable."""
     n = num_points(A)
     n_blocks = -(-n // size)
     pad = n_blocks * size - n
@@ -50,8 +54,8 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """
     n, m = num_points(A), num_points(B)
     size_a, size_b = min(block_size, n), min(block_size, m)
-    A_blocks, _ = _to_blocks(A, size_a)
-    B_blocks, B_mask = _to_blocks(B, size_b)
+    A_blocks, _ = split_rows(A, size_a)
+    B_blocks, B_mask = split_rows(B, size_b)
     first_a = jax.tree.map(lambda a: a[0], A_blocks)
     first_b = jax.tree.map(lambda b: b[0], B_blocks)
     out_shape = jax.eval_shape(fn, first_a, first_b, B_mask[0])
@@ -70,10 +74,12 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
 
 
 @partial(jax.jit, static_argnames=("block_size",))
-def _matvec(kernel, X, Y, V, block_size):
+def blocked_matvec(kernel, X, Y, V, block_size):
+    """K(X, Y) @ V in blocks, unchecked (inputs prepared, V (m, k)): the compiled core of :func:`kernel_matvec`
+    for code that validated its inputs once. (n, k)."""
     def fn(x_block, yv_block, mask):
         y_block, v_block = yv_block
-        return kernel._cross(x_block, y_block) @ jnp.where(mask[:, None], v_block, 0.0)
+        return kernel.evaluate(x_block, y_block) @ jnp.where(mask[:, None], v_block, 0.0)
 
     return block_row_reduce(fn, X, (Y, V), block_size=block_size)
 
@@ -84,23 +90,23 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
     X: n points, Y: m points, V: (m,) or (m, k). Returns (n,) or (n, k).
     Memory O(block_size^2 + (n + m) k).
     """
-    X, Y = kernel._prepare_pair(X, Y)
+    X, Y = kernel.prepare_pair(X, Y)
     V = check_finite(jnp.asarray(V), "V")
     if not jnp.issubdtype(V.dtype, jnp.floating):
         V = V.astype(jnp.result_type(float))
     if V.ndim not in (1, 2):
         raise ValueError(f"V must have shape (m,) or (m, k), got {V.shape}")
     check_same_length(Y, V, "Y and V")
-    out = _matvec(kernel, X, Y, V.reshape(V.shape[0], -1), block_size)
+    out = blocked_matvec(kernel, X, Y, V.reshape(V.shape[0], -1), block_size)
     return out[:, 0] if V.ndim == 1 else out
 
 
 def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Row sums sum_j k(x_i, y_j) (Y defaults to X): (n,). Matrix-free."""
     Y = X if Y is None else Y
-    X, Y = kernel._prepare_pair(X, Y)
+    X, Y = kernel.prepare_pair(X, Y)
     ones = jnp.ones((num_points(Y), 1), jnp.result_type(float))
-    return _matvec(kernel, X, Y, ones, block_size)[:, 0]
+    return blocked_matvec(kernel, X, Y, ones, block_size)[:, 0]
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):

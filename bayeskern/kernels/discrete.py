@@ -11,14 +11,14 @@ __all__ = ["Indicator"]
 class Indicator(Kernel):
     """k(a, b) = 1 if a == b else 0, on integer class labels of shape (n,) or (n, 1)."""
 
-    def _prepare(self, y, name):
+    def prepare(self, y, name):
         return as_labels(y, name)
 
-    def _prepare_pair(self, X, Y):
-        return self._prepare(X, "X"), self._prepare(Y, "Y")
+    def prepare_pair(self, X, Y):
+        return self.prepare(X, "X"), self.prepare(Y, "Y")
 
-    def _cross(self, a, b):
+    def evaluate(self, a, b):
         return (a[:, None] == b[None, :]).astype(jnp.result_type(float))
 
-    def _paired(self, a, b):
+    def evaluate_paired(self, a, b):
         return (a == b).astype(jnp.result_type(float))

@@ -11,10 +11,10 @@ __all__ = ["Linear", "Polynomial"]
 class Linear(Kernel):
     """k(x, y) = x . y."""
 
-    def _cross(self, X, Y):
+    def evaluate(self, X, Y):
         return X @ Y.T
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return jnp.sum(X * Y, axis=-1)
 
 
@@ -31,8 +31,8 @@ class Polynomial(Kernel):
         offset = jnp.asarray(offset, dtype=jnp.result_type(float))
         self.offset = check_nonnegative(offset, "Polynomial offset")
 
-    def _cross(self, X, Y):
+    def evaluate(self, X, Y):
         return (X @ Y.T + self.offset) ** self.degree
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return (jnp.sum(X * Y, axis=-1) + self.offset) ** self.degree

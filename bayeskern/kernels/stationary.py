@@ -18,13 +18,14 @@ from jax.scipy.linalg import solve_triangular
 from .._validation import check_positive, is_concrete
 from .base import Kernel, as_float_param
 
-__all__ = ["Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "se_scale_tril"]
+__all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "se_scale_tril"]
 
 
 _UNROLL_MAX_DIM = 16
 
 
-def _sqdist_expanded(Xs, Ys):
+def squared_distances(Xs, Ys):
+    """Squared Euclidean distances (n, m) by the expansion about the mean of Xs (fast; rounding O(eps spread^2))."""
     c = jnp.mean(Xs, axis=0)
     Xc, Yc = Xs - c, Ys - c
     d2 = jnp.sum(Xc**2, axis=1)[:, None] + jnp.sum(Yc**2, axis=1)[None, :] - 2.0 * Xc @ Yc.T
@@ -67,12 +68,12 @@ class Stationary(Kernel):
     def sqdist(self, X, Y):
         """Scaled squared distances r^2(x_i, y_j): (n, m)."""
         Xs, Ys = self._scaled(X), self._scaled(Y)
-        return _sqdist_expanded(Xs, Ys) if self._smooth_in_r2 else _sqdist_exact(Xs, Ys)
+        return squared_distances(Xs, Ys) if self._smooth_in_r2 else _sqdist_exact(Xs, Ys)
 
-    def _cross(self, X, Y):
+    def evaluate(self, X, Y):
         return self.profile(self.sqdist(X, Y))
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return self.profile(jnp.sum((self._scaled(X) - self._scaled(Y)) ** 2, axis=-1))
 
     @abc.abstractmethod
@@ -159,10 +160,10 @@ class RBFFull(Kernel):
             raise ValueError(f"RBFFull scale_tril is {L.shape[0]}x{L.shape[0]} but the points have dimension {X.shape[-1]}")
         return solve_triangular(L, X.T, lower=True).T
 
-    def _cross(self, X, Y):
-        return jnp.exp(-0.5 * _sqdist_expanded(self._whiten(X), self._whiten(Y)))
+    def evaluate(self, X, Y):
+        return jnp.exp(-0.5 * squared_distances(self._whiten(X), self._whiten(Y)))
 
-    def _paired(self, X, Y):
+    def evaluate_paired(self, X, Y):
         return jnp.exp(-0.5 * jnp.sum((self._whiten(X) - self._whiten(Y)) ** 2, axis=-1))
 
 

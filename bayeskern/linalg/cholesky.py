@@ -12,7 +12,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from ._validation import is_concrete
+from .._validation import is_concrete
 
 __all__ = ["CholeskyError", "jittered_cholesky", "cholesky", "cho_solve_psd", "spd_solve", "logdet_from_cholesky",
            "whiten"]

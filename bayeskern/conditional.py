@@ -1,0 +1,63 @@
+"""The one result type of every conditional read-out: E[f(Y) | X = x] at query points, with its mass and flags.
+
+JDL/JPDL models, the low-rank CME, compression results (their KCME) and KBR posterior weights all answer
+``conditional_expectation(x_query, f)`` with a :class:`ConditionalExpectation`.
+"""
+
+import jax
+import jax.numpy as jnp
+
+from .fitted import fitted
+
+__all__ = ["ConditionalExpectation", "UNDEFINED_MASS", "weighted_expectation", "self_normalised_expectation",
+           "outcome_values"]
+
+UNDEFINED_MASS = 1e-12
+"""A self-normalised conditional whose total mass |sum of weights| is at most this is flagged undefined."""
+
+
+@fitted
+class ConditionalExpectation:
+    """E[f(Y) | X = x] for q query points.
+
+    mean: (q, ...) the estimate (NaN where ``undefined``); mass: (q,) the total weight the estimator gives the
+    conditional law (1 for an exactly normalised conditional; linear estimators such as the CME are not
+    normalised, so ``mass - 1`` is their normalisation error); undefined: (q,) bool, where a self-normalised
+    estimate has (numerically) zero mass and cannot be formed. Linear estimators are defined everywhere.
+    """
+
+    mean: jax.Array
+    mass: jax.Array
+    undefined: jax.Array
+
+
+def weighted_expectation(W, F) -> ConditionalExpectation:
+    """The linear read-out W F: weights W (q, n) on outcomes with values F (n, ...); defined everywhere."""
+    flat = F.reshape(F.shape[0], -1)
+    mean = (W @ flat).reshape((W.shape[0],) + F.shape[1:])
+    return ConditionalExpectation(mean, W.sum(axis=1), jnp.zeros(W.shape[0], bool))
+
+
+def self_normalised_expectation(numerator, mass) -> ConditionalExpectation:
+    """numerator / mass per query (numerator (q, ...), mass (q,)), NaN and flagged where |mass| <= UNDEFINED_MASS."""
+    undefined = jnp.abs(mass) <= UNDEFINED_MASS
+    safe = jnp.where(undefined, 1.0, mass)
+    shape = (-1,) + (1,) * (numerator.ndim - 1)
+    mean = jnp.where(undefined.reshape(shape), jnp.nan, numerator / safe.reshape(shape))
+    return ConditionalExpectation(mean, mass, undefined)
+
+
+def outcome_values(f, outcomes, n: int, dtype, name: str = "f"):
+    """Values of the test function on the training outcomes: ``f`` a callable (applied to ``outcomes``), an array
+    with one row per outcome (leading axis n), or None (the identity). Checked finite; (n, ...)."""
+    values = outcomes if f is None else (f(outcomes) if callable(f) else f)
+    values = jnp.asarray(values)
+    if not (jnp.issubdtype(values.dtype, jnp.floating) or jnp.issubdtype(values.dtype, jnp.integer)
+            or values.dtype == jnp.bool_):
+        raise TypeError(f"{name} must give real numbers, got dtype {values.dtype}")
+    values = values.astype(dtype)
+    if values.ndim == 0 or values.shape[0] != n:
+        raise ValueError(f"{name} must hold one value per training outcome (leading axis {n}), got shape {values.shape}")
+    if not bool(jnp.all(jnp.isfinite(values))):
+        raise ValueError(f"{name} contains non-finite values")
+    return values
