@@ -26,8 +26,8 @@ import numpy as np
 from ._config import x64_enabled
 from .kernels.base import Kernel, kernel_class
 
-__all__ = ["fitted", "static", "saveable", "save", "load", "read_tag", "is_registered", "FileFormatError",
-           "FORMAT_VERSION"]
+__all__ = ["fitted", "static", "saveable", "save", "load", "load_as", "read_tag", "is_registered",
+           "write_atomic", "FileFormatError", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 _HEADER = "__bayeskern__"
@@ -151,9 +151,10 @@ def write_atomic(path, write) -> None:
 def _read(path):
     """(header, arrays) of a bayeskern file, with clear errors for anything else."""
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            if not isinstance(archive, np.lib.npyio.NpzFile):
-                raise FileFormatError(f"{os.fspath(path)!r} is a plain .npy array, not a bayeskern save")
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise FileFormatError(f"{os.fspath(path)!r} is a plain .npy array, not a bayeskern save")
+        with archive:
             if _HEADER not in archive.files:
                 raise FileFormatError(f"{os.fspath(path)!r} is an .npz archive but not a bayeskern save "
                                       f"(no {_HEADER!r} entry; it holds {sorted(archive.files)[:5]})")
@@ -230,6 +231,14 @@ class _Decoder:
                 self.fail(f"names the class {spec['object']!r}, which is not a bayeskern fitted class")
             return cls(**{name: self(v) for name, v in spec["fields"].items()})
         self.fail(f"unexpected entry {sorted(spec)}")
+
+
+def load_as(path, cls):
+    """:func:`load`, refusing a file that holds anything but a ``cls`` (the per-family loaders)."""
+    obj = load(path)
+    if not isinstance(obj, cls):
+        raise FileFormatError(f"{os.fspath(path)!r} holds a {type(obj).__name__}, not a {cls.__name__}")
+    return obj
 
 
 def load(path):

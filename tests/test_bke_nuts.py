@@ -5,6 +5,7 @@ import numpy as np
 import numpyro.distributions as dist
 import pytest
 from numpyro.infer.util import log_density
+from scipy.stats import norm
 
 from bayeskern.bke import SEPseudolikelihood, hold_out_inducing
 from bayeskern.datasets import normal_vs_laplace
@@ -67,6 +68,31 @@ def test_both_backends_sample_a_conjugate_posterior():
         assert isinstance(run.idata, az.InferenceData) and run.idata.sample_stats["diverging"].shape == (2, 250)
         assert abs(mu.mean() - mean) < 4 * sd / np.sqrt(run.diagnostics.min_ess_bulk)
         assert mu.std() == pytest.approx(sd, rel=0.2)
+        _check_arviz_output(run, y, backend)
+
+
+def _check_arviz_output(run, y, backend):
+    """What arviz users reach for works, and the sample statistics mean what they say."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    idata, mu = run.idata, run.samples["mu"]
+    assert {"posterior", "sample_stats", "observed_data", "constant_data", "log_likelihood"} <= set(idata.groups())
+    stats = idata.sample_stats
+    assert {"lp", "energy", "tree_depth", "step_size", "diverging", "n_steps", "acceptance_rate"} <= set(stats)
+    log_post = norm.logpdf(mu, 0.0, 10.0) + norm.logpdf(y[None, None, :], mu[..., None], 1.0).sum(-1)
+    np.testing.assert_allclose(stats["lp"], log_post, rtol=1e-10)  # lp: the log density at the draw
+    assert np.all(stats["energy"].values >= -stats["lp"].values - 1e-10)  # H = potential + kinetic >= -lp
+    steps, depth = stats["n_steps"].values, stats["tree_depth"].values
+    assert np.all((steps >= 2 ** (depth - 1)) & (steps <= 2**depth - 1)), backend
+    assert np.all(stats["step_size"].values > 0) and np.all(stats["step_size"].values == stats["step_size"][:, :1].values)
+    np.testing.assert_allclose(idata.log_likelihood["y"], norm.logpdf(y, mu[..., None], 1.0), rtol=1e-10)
+    np.testing.assert_array_equal(idata.observed_data["y"], y)
+    np.testing.assert_array_equal(idata.constant_data["y"], y)
+    assert np.all(np.isfinite(az.bfmi(idata))) and az.bfmi(idata).shape == (2,)
+    assert "mu" in az.summary(idata).index
+    az.plot_energy(idata)
+    assert az.loo(idata).elpd_loo < 0
 
 
 @pytest.mark.slow  # suite time: test_both_backends_sample_a_conjugate_posterior covers both backends

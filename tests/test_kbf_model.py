@@ -12,6 +12,7 @@ from numpyro.infer.util import initialize_model, potential_energy
 
 from bayeskern import kbr
 from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
+from bayeskern.inference._arviz import az
 from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 
 
@@ -93,6 +94,15 @@ def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
                    rhat_max=np.inf)
     draws = run.draws()
     assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
+    # one log-likelihood term per scored validation step (V - burn_in = 20), summing to the model's likelihood
+    pointwise = run.idata.log_likelihood["z_val"].values
+    assert pointwise.shape == (1, 10, 20) and run.idata.log_likelihood["z_val"].dims[2] == "validation_step"
+    zhat, s = run.samples["z_val_hat"][0, 0, 10:], np.exp(run.samples["log_s"][0, 0])
+    expected = -0.5 * np.sum((np.asarray(split.Z_val[10:]) - zhat) ** 2 / s**2 + np.log(2 * np.pi * s**2), axis=1)
+    np.testing.assert_allclose(pointwise[0, 0], expected, rtol=1e-9)
+    loo = az.loo(run.idata, pointwise=True)
+    assert np.isfinite(loo.elpd_loo) and loo.loo_i.shape == (20,)
+    np.testing.assert_array_equal(run.idata.constant_data["split_X_val"], split.X_val)
     pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(3), num_draws=4)
     assert pred.draws.shape == (4, 20, 2) and np.all(np.isfinite(np.asarray(pred.draws)))
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._validation import as_points
 from ..conditional import ConditionalExpectation, outcome_values, weighted_expectation
-from ..fitted import FileFormatError, fitted, load, static
+from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from .kcme import class_probabilities, kcme_weights
 from .standardise import Standardiser
@@ -68,7 +68,4 @@ class CompressionResult:
 
 def load_result(path) -> CompressionResult:
     """Read a result saved with ``result.save(path)`` (an alias of :func:`bayeskern.load`)."""
-    result = load(path)
-    if not isinstance(result, CompressionResult):
-        raise FileFormatError(f"{path!r} holds a {type(result).__name__}, not a CompressionResult")
-    return result
+    return load_as(path, CompressionResult)

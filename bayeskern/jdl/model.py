@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from ..conditional import ConditionalExpectation, outcome_values, self_normalised_expectation
-from ..fitted import FileFormatError, fitted, load, static
+from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from .factor import RotatedBasis
 from .positivity import grid_row_minima
@@ -106,7 +106,4 @@ class JointDistributionModel:
 
 def load_model(path) -> JointDistributionModel:
     """Read a JDL/JPDL model saved with ``model.save(path)`` (an alias of :func:`bayeskern.load`)."""
-    model = load(path)
-    if not isinstance(model, JointDistributionModel):
-        raise FileFormatError(f"{path!r} holds a {type(model).__name__}, not a JointDistributionModel")
-    return model
+    return load_as(path, JointDistributionModel)

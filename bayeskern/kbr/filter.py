@@ -8,7 +8,7 @@ import jax.numpy as jnp
 
 from .._config import require_x64
 from .._validation import as_points, check_positive, check_same_length, is_concrete
-from ..fitted import FileFormatError, fitted, load, static
+from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
@@ -174,10 +174,8 @@ def filter_mse(means, Z_true):
 
 def load_filter(path) -> KernelBayesFilter:
     """Read a filter saved with ``kbf.save(path)`` (an alias of :func:`bayeskern.load`); it filters identically."""
-    kbf = load(path)
-    if not isinstance(kbf, KernelBayesFilter):
-        raise FileFormatError(f"{path!r} holds a {type(kbf).__name__}, not a KernelBayesFilter")
-    return kbf
+    return load_as(path, KernelBayesFilter)
+
 
 
 @fitted
