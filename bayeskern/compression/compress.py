@@ -13,13 +13,12 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
-from jax import lax
 from tqdm.auto import tqdm
 
 from .._config import require_x64
 from ..kernels.base import Kernel
 from ..linalg import CholeskyError
+from ..optim import adam, minimise
 from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind
 from .herding import herd_gradient, herd_pool
 from .kcme import select_lambda
@@ -28,7 +27,7 @@ from .objectives import (DataBlocks, ackip_objective, class_score_terms, data_bl
 from .result import CompressionResult
 from .standardise import Standardiser, fit_standardiser
 
-__all__ = ["jkh", "jkip", "ackh", "ackip", "compression_problem", "CompressionProblem", "kip_optimise"]
+__all__ = ["jkh", "jkip", "ackh", "ackip", "compression_problem", "CompressionProblem"]
 
 
 @dataclass(frozen=True)
@@ -131,7 +130,7 @@ def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_po
         if gradient:
             cx, cy, trace = herd_gradient(method, problem.x, problem.y, problem.blocks, problem.kernel_x,
                                           problem.kernel_y, m, key=k_opt, steps_per_point=steps_per_point,
-                                          optimizer=optimizer or optax.adam(0.01), lam_c=lam,
+                                          optimizer=optimizer or adam(0.01), lam_c=lam,
                                           n_classes=problem.n_classes, progress=bar)
             indices = None
         else:
@@ -185,54 +184,13 @@ def _data_loss(method, params, labels, context, key, batch_size):
         idx = jax.random.randint(key, (batch_size,), 0, problem_x.shape[0])  # i.i.d. rows: unbiased, O(batch)
         blocks = DataBlocks(problem_x[idx][None], problem_y[idx][None], jnp.ones((1, batch_size), bool), batch_size)
     if method == "jkip":
-        return jkip_objective(cx, cy, blocks, kernel_x, kernel_y)
-    return ackip_objective(cx, cy, blocks, kernel_x, kernel_y, lam_c)
+        return jkip_objective(cx, cy, blocks, kernel_x, kernel_y), labels
+    return ackip_objective(cx, cy, blocks, kernel_x, kernel_y, lam_c), labels
 
 
 def _data_sweep(method, n_classes, params, labels, context):
     _, _, blocks, kernel_x, _, lam_c = context
     return label_sweep(class_score_terms(method, params, blocks, kernel_x, lam_c, n_classes), labels, n_classes)
-
-
-@partial(jax.jit, static_argnames=("loss", "sweep", "optimizer", "steps"))
-def _kip_round(params, labels, opt_state, key, context, loss, sweep, optimizer, steps):
-    """``steps`` optimiser steps on the continuous parameters, then (discrete responses) one label sweep."""
-    def step(carry, k):
-        p, state = carry
-        value, grad = jax.value_and_grad(loss)(p, labels, context, k)
-        updates, state = optimizer.update(grad, state, p)
-        return (optax.apply_updates(p, updates), state), value
-
-    (params, opt_state), values = lax.scan(step, (params, opt_state), jax.random.split(key, steps))
-    if sweep is not None:
-        labels = sweep(params, labels, context)
-    return params, labels, opt_state, values
-
-
-def kip_optimise(loss, params, labels, context, *, num_steps: int, optimizer, key, sweep=None,
-                 steps_per_round: int = 50, tol: float = 1e-7, progress=None):
-    """Minimise ``loss(params, labels, context, key)`` with ``optimizer`` for at most ``num_steps`` steps.
-
-    Stops early once the relative change of the objective over a round of ``steps_per_round`` steps is below
-    ``tol``. With ``sweep(params, labels, context) -> labels`` the discrete labels are swept after every round.
-    Returns (params, labels, trace of objective values, one per step).
-    """
-    opt_state = optimizer.init(params)
-    trace, previous = [], None
-    for r, k in enumerate(jax.random.split(key, -(-num_steps // steps_per_round))):
-        steps = min(steps_per_round, num_steps - r * steps_per_round)
-        params, labels, opt_state, values = _kip_round(params, labels, opt_state, k, context, loss, sweep, optimizer,
-                                                       steps)
-        values = np.asarray(values)
-        trace.append(values)
-        if progress is not None:
-            progress.update(steps)
-        if not np.all(np.isfinite(values)):
-            break
-        if previous is not None and sweep is None and abs(previous - values[-1]) <= tol * abs(values[-1]):
-            break
-        previous = values[-1]
-    return params, labels, np.concatenate(trace)
 
 
 def _best_subset(loss, problem, m, n_init, key, context):
@@ -250,7 +208,7 @@ def _best_subset(loss, problem, m, n_init, key, context):
 
 @partial(jax.jit, static_argnames="loss")
 def _loss_value(loss, params, labels, context, key):
-    return loss(params, labels, context, key)
+    return loss(params, labels, context, key)[0]
 
 
 def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, key, kernel_x, kernel_y, response,
@@ -269,11 +227,11 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
     params, labels = _best_subset(full_loss, problem, m, n_init, k_init, context)
     discrete = problem.n_classes is not None
     sweep = partial(_data_sweep, method, problem.n_classes) if discrete else None
-    with tqdm(total=num_steps, desc=method.upper(), disable=not progress_bar) as bar:
-        params, labels, trace = kip_optimise(partial(_data_loss, method, batch_size=batch_size), params, labels,
-                                             context, num_steps=num_steps, optimizer=optimizer or optax.adam(0.01),
-                                             key=k_opt, sweep=sweep, steps_per_round=10 if discrete else 50, tol=tol,
-                                             progress=bar)
+    fitted = minimise(partial(_data_loss, method, batch_size=batch_size), params, optimizer or adam(0.01),
+                      num_steps=num_steps, data=context, carry=labels, key=k_opt, after_round=sweep,
+                      steps_per_round=10 if discrete else 50, tol=tol, progress_bar=progress_bar,
+                      description=method.upper())
+    params, labels, trace = fitted.params, fitted.carry, fitted.trace
     final = float(_loss_value(full_loss, params, labels, context, k_opt))
     cx, cy = (params, labels) if discrete else params
     timings["total"] = time.perf_counter() - start

@@ -9,11 +9,10 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from ..kernels import RBF
 from ..linalg import cho_solve_psd
-from .compress import kip_optimise
+from ..optim import adam, minimise
 from .objectives import compressed_factor
 
 __all__ = ["GaussianSetting", "feature_expectation", "joint_expectation", "conditional_self_term", "joint_constant",
@@ -119,7 +118,8 @@ def exact_herding_score(x, y, cx, cy, row_mask, setting: GaussianSetting):
 def _exact_loss(method, params, labels, context, key):
     setting, lam_c = context
     cx, cy = params
-    return exact_jkip_objective(cx, cy, setting) if method == "jkip" else exact_ackip_objective(cx, cy, setting, lam_c)
+    value = exact_jkip_objective(cx, cy, setting) if method == "jkip" else exact_ackip_objective(cx, cy, setting, lam_c)
+    return value, labels
 
 
 def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3, num_steps: int = 1000,
@@ -132,7 +132,7 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
         raise ValueError(f"method must be 'jkip' or 'ackip', got {method!r}")
     k_init, k_opt = jax.random.split(key)
     params = sample(setting, m, k_init)
-    (cx, cy), _, trace = kip_optimise(partial(_exact_loss, method), params, None, (setting, jnp.asarray(lam_c)),
-                                      num_steps=num_steps, optimizer=optimizer or optax.adam(0.01), key=k_opt,
-                                      tol=tol)
-    return cx, cy, trace
+    fitted = minimise(partial(_exact_loss, method), params, optimizer or adam(0.01), num_steps=num_steps,
+                      data=(setting, jnp.asarray(lam_c)), key=k_opt, steps_per_round=50, tol=tol)
+    cx, cy = fitted.params
+    return cx, cy, fitted.trace

@@ -9,13 +9,13 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
-import optax
 from jax import lax
 
 from ..kernels import TensorProduct
 from ..kernels.blockwise import kernel_row_sums
 from ..kernels.base import Kernel
 from ..linalg import cho_solve_psd
+from ..optim import optax_scan
 from .objectives import JITTER, DataBlocks, ackip_objective, compressed_factor, herding_score, herding_terms
 
 _herding_terms = jax.jit(herding_terms)
@@ -152,13 +152,9 @@ def _gradient_step(seeds_x, seeds_y, cx, cy, mask, t, data, kernel_x, kernel_y, 
     params = zx if discrete else (zx, zy)
     objective = (lambda p: loss(p, zy)) if discrete else (lambda p: loss(*p))
 
-    def step(carry, _):
-        p, opt_state = carry
-        value, grad = jax.value_and_grad(objective)(p)
-        updates, opt_state = optimizer.update(grad, opt_state, p)
-        return (optax.apply_updates(p, updates), opt_state), value
-
-    (params, _), _ = lax.scan(step, (params, optimizer.init(params)), None, length=steps)
+    keys = jax.random.split(jax.random.key(0), steps)  # the objective draws nothing: the keys are placeholders
+    params = optax_scan(lambda p, c, d, k: (objective(p), c), params, optimizer, optimizer.init(params), None, None,
+                        keys)[0]
     if discrete:  # exhaustive class search at the optimised features
         zx = params
         class_losses = jax.vmap(lambda c: loss(zx, c.astype(zy.dtype)))(jnp.arange(n_classes))

@@ -1,17 +1,15 @@
 """Explicit features for KBR: random Fourier features and adaptive neural-network observation features (spec kbr.md §1, §5)."""
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from ..fitted import saveable
+from ..optim import adamw, minimise
 from .._validation import as_points, check_positive, check_same_length
-from ..linalg import pivoted_cholesky
 from ..kernels.base import Kernel
-from ..linalg import jittered_cholesky, spd_solve, whiten
+from ..linalg import jittered_cholesky, pivoted_cholesky, spd_solve, whiten
 from .weights import gram_coefficient
 
 __all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "init_mlp", "NystromFeatures",
@@ -151,19 +149,11 @@ def fit_feature_network(key, init, X, Z, *, lam, sigma_z, num_rff: int = 100, st
         raise ValueError(f"steps must be a positive integer, got {steps}")
     k_net, k_rff = jax.random.split(key)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
-    return _train(init(k_net), X, Phi, lam, r_hat, steps, learning_rate, weight_decay)
+    fitted = minimise(_network_loss, init(k_net), adamw(learning_rate, weight_decay), num_steps=steps,
+                      data=(X, Phi, jnp.asarray(lam), r_hat))  # one compiled loop per shapes, reused across lam
+    return fitted.params, fitted.trace
 
 
-@partial(jax.jit, static_argnames=("steps", "learning_rate", "weight_decay"))
-def _train(net, X, Phi, lam, r_hat, steps, learning_rate, weight_decay):
-    """Full-batch AdamW for ``steps`` steps (compiled once per shapes and settings, reused across lam)."""
-    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-
-    def step(state, _):
-        params, opt_state = state
-        value, grads = jax.value_and_grad(lambda p: adaptive_feature_loss(p(X), Phi, lam, r_hat=r_hat))(params)
-        updates, opt_state = optimiser.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), value
-
-    (net, _), trace = jax.lax.scan(step, (net, optimiser.init(net)), None, length=steps)
-    return net, trace
+def _network_loss(net, carry, data, key):
+    X, Phi, lam, r_hat = data
+    return adaptive_feature_loss(net(X), Phi, lam, r_hat=r_hat), carry

@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 
 from ..fitted import saveable
+from ..optim import adamw, minimise
 from .._validation import as_points, check_positive, check_same_length
 from .features import adaptive_feature_loss, random_fourier_features
 
@@ -90,23 +90,11 @@ def _forward(params, vectors, X, key, dropout: float):
     return H, tuple(new_vectors)
 
 
-@partial(jax.jit, static_argnames=("dropout", "learning_rate", "weight_decay"))
-def _train(params, vectors, X, Phi, lam, step_keys, dropout, learning_rate, weight_decay):
-    """Full-batch AdamW, one step per key (compiled once per shapes and settings, reused across lam)."""
-    optimiser = optax.adamw(learning_rate, weight_decay=weight_decay)
-
-    def loss(params, vectors, key):
-        Psi, vectors = _forward(params, vectors, X, key, dropout)
-        return adaptive_feature_loss(Psi, Phi, lam), vectors
-
-    def step(state, key):
-        params, vectors, opt_state = state
-        (value, vectors), grads = jax.value_and_grad(loss, has_aux=True)(params, vectors, key)
-        updates, opt_state = optimiser.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), vectors, opt_state), value
-
-    (params, vectors, _), trace = jax.lax.scan(step, (params, vectors, optimiser.init(params)), step_keys)
-    return params, vectors, trace
+def _image_loss(dropout, params, vectors, data, key):
+    """The adaptive loss of the training-mode network; the power-iteration vectors are carried, not learned."""
+    X, Phi, lam = data
+    Psi, vectors = _forward(params, vectors, X, key, dropout)
+    return adaptive_feature_loss(Psi, Phi, lam), vectors
 
 
 def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hidden=IMAGE_HIDDEN,
@@ -123,11 +111,14 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     check_positive(lam, "lam")
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+    if int(steps) != steps or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps}")
     k_net, k_rff, k_drop = jax.random.split(key, 3)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     params, vectors = init_image_mlp(k_net, X.shape[1], num_features, hidden)
-    params, vectors, trace = _train(params, vectors, X, Phi, lam, jax.random.split(k_drop, steps), dropout,
-                                    learning_rate, weight_decay)
+    fitted = minimise(partial(_image_loss, float(dropout)), params, adamw(learning_rate, weight_decay),
+                      num_steps=steps, data=(X, Phi, jnp.asarray(lam)), carry=vectors, key=k_drop)
+    params, vectors, trace = fitted.params, fitted.carry, fitted.trace
     layers = tuple((_spectral(W, u)[0], b) for (W, b), u in zip(params["layers"], vectors))
     H = X
     for W, b in layers[:_BN_LAYER]:

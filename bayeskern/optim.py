@@ -1,0 +1,105 @@
+"""One gradient-descent driver for every optax loop of the library: compression, herding and feature learning.
+
+A loss has the signature ``loss(params, carry, data, key) -> (value, carry)``: ``params`` are differentiated,
+``carry`` is state that the loss updates without gradients (batch-norm power-iteration vectors, discrete labels),
+``data`` is any pytree of arrays the loss reads, and ``key`` is a fresh PRNG key per step (minibatches, dropout).
+
+:func:`optax_scan` runs a fixed number of steps under ``lax.scan`` and is traceable (use it inside other compiled
+code); :func:`minimise` drives compiled rounds of it from the host with a loss trace, an optional progress bar, an
+optional per-round update of the carry and early stopping.
+"""
+
+from functools import lru_cache, partial
+
+import jax
+import numpy as np
+import optax
+from jax import lax
+from tqdm.auto import tqdm
+
+from .fitted import fitted
+
+__all__ = ["optax_scan", "minimise", "Minimised", "adam", "adamw"]
+
+
+@lru_cache(maxsize=None)
+def adam(learning_rate: float) -> optax.GradientTransformation:
+    """``optax.adam``, one object per learning rate (compiled loops taking it as a static argument are reused)."""
+    return optax.adam(learning_rate)
+
+
+@lru_cache(maxsize=None)
+def adamw(learning_rate: float, weight_decay: float) -> optax.GradientTransformation:
+    """``optax.adamw``, one object per setting (so compiled loops that take it as a static argument are reused)."""
+    return optax.adamw(learning_rate, weight_decay=weight_decay)
+
+
+def optax_scan(loss, params, optimizer, opt_state, carry, data, keys):
+    """One optax step of ``loss`` per key in ``keys`` (steps,), under ``lax.scan``. Traceable.
+
+    Returns (params, opt_state, carry, trace (steps,) of the loss before each step).
+    """
+    def step(state, key):
+        p, s, c = state
+        (value, c), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
+        updates, s = optimizer.update(grad, s, p)
+        return (optax.apply_updates(p, updates), s, c), value
+
+    (params, opt_state, carry), trace = lax.scan(step, (params, opt_state, carry), keys)
+    return params, opt_state, carry, trace
+
+
+@partial(jax.jit, static_argnames=("loss", "optimizer", "after_round"))
+def _round(params, opt_state, carry, data, keys, loss, optimizer, after_round):
+    params, opt_state, carry, trace = optax_scan(loss, params, optimizer, opt_state, carry, data, keys)
+    if after_round is not None:
+        carry = after_round(params, carry, data)
+    return params, opt_state, carry, trace
+
+
+@fitted
+class Minimised:
+    """The outcome of :func:`minimise`: params, the final carry, and the loss trace (one value per step taken)."""
+
+    params: object
+    carry: object
+    trace: np.ndarray
+
+
+def minimise(loss, params, optimizer, *, num_steps: int, data=None, carry=None, key=None,
+             steps_per_round: int | None = None, tol: float | None = None, after_round=None,
+             progress_bar: bool = False, description: str = "optimising") -> Minimised:
+    """Minimise ``loss(params, carry, data, key) -> (value, carry)`` with ``optimizer`` for at most ``num_steps``.
+
+    Steps run in compiled rounds of ``steps_per_round`` (default: all in one round); after each round
+    ``after_round(params, carry, data) -> carry`` (compiled with it) may update the carry. With ``tol`` the loop
+    stops once the loss changed by at most ``tol`` relative over a round (never while ``after_round`` is set, as
+    the carry changes the objective). Stops at the first non-finite loss (the trace then ends with it). ``loss``,
+    ``optimizer`` and ``after_round`` are static: pass module-level functions (or partials of them with hashable
+    settings) so repeated calls reuse the compiled rounds.
+    """
+    if int(num_steps) != num_steps or num_steps < 1:
+        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
+    steps_per_round = int(num_steps) if steps_per_round is None else int(steps_per_round)
+    if steps_per_round < 1:
+        raise ValueError(f"steps_per_round must be a positive integer, got {steps_per_round}")
+    key = jax.random.key(0) if key is None else key
+    opt_state = optimizer.init(params)
+    rounds = -(-int(num_steps) // steps_per_round)
+    trace, previous = [], None
+    with tqdm(total=int(num_steps), desc=description, disable=not progress_bar, leave=False) as progress:
+        for r, round_key in enumerate(jax.random.split(key, rounds)):
+            steps = min(steps_per_round, int(num_steps) - r * steps_per_round)
+            params, opt_state, carry, values = _round(params, opt_state, carry, data,
+                                                      jax.random.split(round_key, steps), loss, optimizer,
+                                                      after_round)
+            values = np.asarray(values)
+            trace.append(values)
+            progress.update(steps)
+            if not np.all(np.isfinite(values)):
+                break
+            if (tol is not None and after_round is None and previous is not None
+                    and abs(previous - values[-1]) <= tol * abs(values[-1])):
+                break
+            previous = values[-1]
+    return Minimised(params, carry, np.concatenate(trace))
