@@ -9,6 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from blackjax.adaptation.base import get_filter_adapt_info_fn
+from numpyro import handlers
+from numpyro.distributions.distribution import Unit
 from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
 from numpyro.infer.util import initialize_model, log_likelihood
 from tqdm.auto import tqdm
@@ -140,15 +142,20 @@ def _constant_data(model, args, kwargs) -> dict:
 
 
 def _observations(model, args, kwargs, samples, key):
-    """(observed site -> value, observed site -> pointwise log likelihood (chains, draws, ...))."""
-    from numpyro import handlers
+    """(observed site -> value, observed site -> pointwise log likelihood (chains, draws, ...)).
 
-    trace = handlers.trace(handlers.seed(handlers.substitute(model, data={k: v[0, 0] for k, v in samples.items()}),
-                                         key)).get_trace(*args, **kwargs)
-    observed = {name: np.asarray(site["value"]) for name, site in trace.items()
-                if site["type"] == "sample" and site.get("is_observed")}
-    if not observed:
+    Factor terms (``numpyro.factor``, e.g. the BKE pseudolikelihood) are not observations. The model is traced
+    abstractly first (no arithmetic), and compiled only to read the observed values when there are any.
+    """
+    def observed_values(params):
+        trace = handlers.trace(handlers.seed(handlers.substitute(model, data=params), key)).get_trace(*args, **kwargs)
+        return {name: site["value"] for name, site in trace.items()
+                if site["type"] == "sample" and site.get("is_observed") and not isinstance(site["fn"], Unit)}
+
+    first = {k: v[0, 0] for k, v in samples.items()}
+    if not jax.eval_shape(observed_values, first):
         return {}, {}
+    observed = {name: np.asarray(value) for name, value in jax.jit(observed_values)(first).items()}
     chains, draws = next(iter(samples.values())).shape[:2]
     flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
     values = log_likelihood(model, flat, *args, **kwargs)

@@ -130,3 +130,14 @@ def test_diagnostics_warn_on_bad_chains():
     sticky = {"x": np.cumsum(rng.standard_normal((4, 500)), axis=1)}  # random walk: tiny ESS
     with pytest.warns(MCMCWarning, match="effective sample size"):
         diagnose(az.from_dict(posterior=sticky))
+
+
+def test_vector_sites_of_the_models_get_named_dims():
+    from bayeskern.inference.nuts import _inference_data
+
+    samples = {"lengthscale": np.ones((2, 5, 3)), "z_val_hat": np.zeros((2, 5, 4, 2)), "other": np.zeros((2, 5, 6))}
+    idata = _inference_data(samples, {"lp": np.zeros((2, 5))}, {}, {"X": np.zeros((7, 3))}, {}, "numpyro")
+    assert idata.posterior["lengthscale"].dims == ("chain", "draw", "input_dim")  # ARD lengthscales by input dim
+    assert idata.posterior["z_val_hat"].dims == ("chain", "draw", "validation_step", "latent_dim")
+    assert idata.posterior["other"].dims == ("chain", "draw", "other_dim_0")  # arviz's default elsewhere
+    assert "observed_data" not in idata.groups() and idata.constant_data["X"].shape == (7, 3)
