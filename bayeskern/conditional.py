@@ -57,7 +57,8 @@ def outcome_values(f, outcomes, n: int, dtype, name: str = "f"):
         raise TypeError(f"{name} must give real numbers, got dtype {values.dtype}")
     values = values.astype(dtype)
     if values.ndim == 0 or values.shape[0] != n:
-        raise ValueError(f"{name} must hold one value per training outcome (leading axis {n}), got shape {values.shape}")
+        raise ValueError(f"{name} must hold one value per training outcome (leading axis {n}), "
+                         f"got shape {values.shape}")
     if not bool(jnp.all(jnp.isfinite(values))):
         raise ValueError(f"{name} contains non-finite values")
     return values

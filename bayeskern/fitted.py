@@ -12,6 +12,7 @@ fitted classes, kernels and components); it never imports a module named in the 
 temporary file in the target directory and renamed into place, so an interrupted save leaves the old file or none.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -96,7 +97,7 @@ class _Encoder:
     def __call__(self, value):
         if value is None or isinstance(value, (bool, str)):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if isinstance(value, (int, float)):  # bool was handled above
             return {"int": value} if isinstance(value, int) else {"float": value}
         if isinstance(value, jax.Array):
             return self.array(value, "jax_weak" if value.weak_type and value.ndim == 0 else "jax")
@@ -117,8 +118,8 @@ class _Encoder:
             return {"list": [self(v) for v in value]}
         if isinstance(value, dict):
             return {"dict": [[self(k), self(v)] for k, v in value.items()]}
-        raise TypeError(f"cannot save a {type(value).__name__}: bayeskern saves arrays, numbers, strings, kernels, "
-                        "containers of these and its own fitted classes")
+        raise TypeError(f"cannot save a value of type {type(value).__name__}: bayeskern saves arrays, numbers, "
+                        "strings, kernels, containers of these and its own fitted classes")
 
 
 def save(obj, path) -> None:
@@ -148,97 +149,112 @@ def write_atomic(path, write) -> None:
 
 
 # --- decoding -----------------------------------------------------------------------------------------------
-def _read(path):
-    """(header, arrays) of a bayeskern file, with clear errors for anything else."""
+_READ_ERRORS = (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, UnicodeDecodeError)
+
+
+def _damaged(path, err):
+    return FileFormatError(f"{os.fspath(path)!r} is not a readable bayeskern save (truncated or damaged?): {err}")
+
+
+@contextlib.contextmanager
+def _opened(path):
+    """(header, archive) of a bayeskern file, with clear errors for anything else; arrays are read on demand."""
     try:
         archive = np.load(path, allow_pickle=False)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise FileFormatError(f"{os.fspath(path)!r} is a plain .npy array, not a bayeskern save")
-        with archive:
-            if _HEADER not in archive.files:
-                raise FileFormatError(f"{os.fspath(path)!r} is an .npz archive but not a bayeskern save "
-                                      f"(no {_HEADER!r} entry; it holds {sorted(archive.files)[:5]})")
-            header = json.loads(archive[_HEADER].tobytes().decode())
-            arrays = {name: archive[name] for name in archive.files if name != _HEADER}
-    except FileFormatError:
-        raise
     except FileNotFoundError:
         raise
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, UnicodeDecodeError) as err:
-        raise FileFormatError(f"{os.fspath(path)!r} is not a readable bayeskern save (truncated or damaged?): "
-                              f"{err}") from err
-    if not isinstance(header, dict) or header.get("format") != "bayeskern":
-        raise FileFormatError(f"{os.fspath(path)!r} is not a bayeskern save")
-    version = header.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise FileFormatError(f"{os.fspath(path)!r} has file format {version!r} (written by bayeskern "
-                              f"{header.get('bayeskern_version')}); this bayeskern reads formats up to "
-                              f"{FORMAT_VERSION}: upgrade bayeskern")
-    return header, arrays
+    except _READ_ERRORS as err:
+        raise _damaged(path, err) from err
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise FileFormatError(f"{os.fspath(path)!r} is a plain .npy array, not a bayeskern save")
+    with archive:
+        if _HEADER not in archive.files:
+            raise FileFormatError(f"{os.fspath(path)!r} is an .npz archive but not a bayeskern save "
+                                  f"(no {_HEADER!r} entry; it holds {sorted(archive.files)[:5]})")
+        try:
+            header = json.loads(archive[_HEADER].tobytes().decode())
+        except _READ_ERRORS as err:
+            raise _damaged(path, err) from err
+        if not isinstance(header, dict) or header.get("format") != "bayeskern" or "object" not in header:
+            raise FileFormatError(f"{os.fspath(path)!r} is not a bayeskern save")
+        version = header.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise FileFormatError(f"{os.fspath(path)!r} has file format {version!r} (written by bayeskern "
+                                  f"{header.get('bayeskern_version')}); this bayeskern reads formats up to "
+                                  f"{FORMAT_VERSION}: upgrade bayeskern")
+        yield header, archive
 
 
 def read_tag(path) -> str | None:
-    """The class tag of the object saved in ``path`` (None for a plain value)."""
-    obj = _read(path)[0]["object"]
+    """The class tag of the object saved in ``path`` (None for a plain value); reads the header only."""
+    with _opened(path) as (header, _):
+        obj = header["object"]
     return obj.get("object") if isinstance(obj, dict) else None
 
 
 class _Decoder:
-    def __init__(self, arrays, path):
-        self.arrays, self.path = arrays, path
+    def __init__(self, archive, path):
+        self.archive, self.path = archive, path
 
     def fail(self, what):
         raise FileFormatError(f"{os.fspath(self.path)!r}: {what}")
 
-    def array(self, spec):
-        if spec["array"] not in self.arrays:
-            self.fail(f"array {spec['array']!r} is missing")
-        arr = self.arrays[spec["array"]]
-        if spec["kind"] == "numpy":
+    def array(self, entry):
+        if entry["array"] not in self.archive.files:
+            self.fail(f"array {entry['array']!r} is missing")
+        try:
+            arr = self.archive[entry["array"]]
+        except _READ_ERRORS as err:
+            raise _damaged(self.path, err) from err
+        if entry["kind"] == "numpy":
             return arr
-        if spec["kind"] == "numpy_scalar":
+        if entry["kind"] == "numpy_scalar":
             return arr[()]
         if arr.dtype in (np.float64, np.complex128, np.int64) and not x64_enabled():
             raise RuntimeError(f"{os.fspath(self.path)!r} holds {arr.dtype} arrays: call bayeskern.enable_x64() "
                                "before loading, or they would be truncated to 32 bits")
-        if spec["kind"] == "jax_weak":  # a Python scalar's weak type (it decides promotion and compile caching)
+        if entry["kind"] == "jax_weak":  # a Python scalar's weak type (it decides promotion and compile caching)
             return jnp.asarray(arr.item())
         return jnp.asarray(arr)
 
-    def __call__(self, spec):
-        if spec is None or isinstance(spec, (bool, str)):
-            return spec
-        if not isinstance(spec, dict) or len(spec) == 0:
-            self.fail(f"unexpected entry {spec!r}")
-        if "int" in spec or "float" in spec:
-            return spec.get("int", spec.get("float"))
-        if "array" in spec:
-            return self.array(spec)
-        if "tuple" in spec:
-            return tuple(self(v) for v in spec["tuple"])
-        if "list" in spec:
-            return [self(v) for v in spec["list"]]
-        if "dict" in spec:
-            return {self(k): self(v) for k, v in spec["dict"]}
-        if "kernel" in spec:
-            cls = kernel_class(spec["kernel"])
+    def __call__(self, entry):
+        if entry is None or isinstance(entry, (bool, str)):
+            return entry
+        if not isinstance(entry, dict) or len(entry) == 0:
+            self.fail(f"unexpected entry {entry!r}")
+        if "int" in entry or "float" in entry:
+            return entry.get("int", entry.get("float"))
+        if "array" in entry:
+            return self.array(entry)
+        if "tuple" in entry:
+            return tuple(self(v) for v in entry["tuple"])
+        if "list" in entry:
+            return [self(v) for v in entry["list"]]
+        if "dict" in entry:
+            return {self(k): self(v) for k, v in entry["dict"]}
+        if "kernel" in entry:
+            cls = kernel_class(entry["kernel"])
             if cls is None:
-                self.fail(f"names the kernel class {spec['kernel']!r}, which is not a bayeskern kernel")
-            return cls.tree_unflatten(self(spec["static"]), self(spec["leaves"]))
-        if "object" in spec:
-            cls = _REGISTRY.get(spec["object"])
+                self.fail(f"names the kernel class {entry['kernel']!r}, which is not a bayeskern kernel")
+            return cls.tree_unflatten(self(entry["static"]), self(entry["leaves"]))
+        if "object" in entry:
+            cls = _REGISTRY.get(entry["object"])
             if cls is None:
-                self.fail(f"names the class {spec['object']!r}, which is not a bayeskern fitted class")
-            return cls(**{name: self(v) for name, v in spec["fields"].items()})
-        self.fail(f"unexpected entry {sorted(spec)}")
+                self.fail(f"names the class {entry['object']!r}, which is not a bayeskern fitted class")
+            fields = {name: self(v) for name, v in entry["fields"].items()}
+            try:
+                return cls(**fields)
+            except TypeError as err:  # fields of another version of the class
+                self.fail(f"does not describe a {cls.__name__} of this bayeskern version: {err}")
+        self.fail(f"unexpected entry {sorted(entry)}")
 
 
 def load_as(path, cls):
     """:func:`load`, refusing a file that holds anything but a ``cls`` (the per-family loaders)."""
-    obj = load(path)
-    if not isinstance(obj, cls):
-        raise FileFormatError(f"{os.fspath(path)!r} holds a {type(obj).__name__}, not a {cls.__name__}")
-    return obj
+    tag = read_tag(path)
+    if tag is None or not issubclass(_REGISTRY.get(tag, type(None)), cls):
+        raise FileFormatError(f"{os.fspath(path)!r} holds a {tag}, not a {cls.__name__}")
+    return load(path)
 
 
 def load(path):
@@ -247,5 +263,5 @@ def load(path):
     Raises :class:`FileFormatError` for a file that is not a bayeskern save, is truncated, names a class that is
     not bayeskern's, or has a newer format version.
     """
-    header, arrays = _read(path)
-    return _Decoder(arrays, path)(header["object"])
+    with _opened(path) as (header, archive):
+        return _Decoder(archive, path)(header["object"])

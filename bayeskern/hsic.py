@@ -143,7 +143,8 @@ def hsic_test(
 
     kx, ky: Kernels, or None / ``"median"`` (RBF, median-heuristic lengthscale of each
     sample) or a kernel rule such as :func:`bayeskern.inference.bkl_kernel` (RBF, BKL
-    lengthscale of each sample, learned with keys derived from ``key``). ``method="permutation"`` (needs ``key``): the biased HSIC_b against
+    lengthscale of each sample, learned with keys derived from ``key``).
+    ``method="permutation"`` (needs ``key``): the biased HSIC_b against
     ``n_permutations`` permutations of Y, p-value (1 + #{T_b >= T}) / (1 + B);
     up to ``dense_max`` points the centred Gram matrices are formed once, above it
     every permutation is a matrix-free pass (O(n^2) time each, O(n) memory).

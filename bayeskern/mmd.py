@@ -58,7 +58,8 @@ def _linear_h(kernel, X, Y):
     p = min(X.shape[0], Y.shape[0]) // 2
     x1, x2 = X[0 : 2 * p : 2], X[1 : 2 * p : 2]
     y1, y2 = Y[0 : 2 * p : 2], Y[1 : 2 * p : 2]
-    return kernel.evaluate_paired(x1, x2) + kernel.evaluate_paired(y1, y2) - kernel.evaluate_paired(x1, y2) - kernel.evaluate_paired(x2, y1)
+    k = kernel.evaluate_paired
+    return k(x1, x2) + k(y1, y2) - k(x1, y2) - k(x2, y1)
 
 
 def mmd2_linear(X, Y, kernel: Kernel):

@@ -34,8 +34,9 @@ def adamw(learning_rate: float, weight_decay: float) -> optax.GradientTransforma
     return optax.adamw(learning_rate, weight_decay=weight_decay)
 
 
-def optax_scan(loss, params, optimizer, opt_state, carry, data, keys):
-    """One optax step of ``loss`` per key in ``keys`` (steps,), under ``lax.scan``. Traceable.
+def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, length: int | None = None):
+    """One optax step of ``loss`` per key in ``keys`` (steps,), under ``lax.scan``; for a loss that draws nothing,
+    ``keys=None`` and ``length`` steps (the loss then gets ``key=None``). Traceable.
 
     Returns (params, opt_state, carry, trace (steps,) of the loss before each step).
     """
@@ -45,7 +46,7 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys):
         updates, s = optimizer.update(grad, s, p)
         return (optax.apply_updates(p, updates), s, c), value
 
-    (params, opt_state, carry), trace = lax.scan(step, (params, opt_state, carry), keys)
+    (params, opt_state, carry), trace = lax.scan(step, (params, opt_state, carry), keys, length=length)
     return params, opt_state, carry, trace
 
 

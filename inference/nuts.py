@@ -12,7 +12,7 @@ from blackjax.adaptation.base import get_filter_adapt_info_fn
 from numpyro import handlers
 from numpyro.distributions.distribution import Unit
 from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
-from numpyro.infer.util import initialize_model, log_likelihood
+from numpyro.infer.util import initialize_model
 from tqdm.auto import tqdm
 
 from bayeskern.fitted import fitted, static
@@ -39,8 +39,8 @@ class MCMCResult:
     ``energy`` (Hamiltonian), ``tree_depth``, ``n_steps`` (leapfrog steps), ``step_size``, ``diverging``,
     ``acceptance_rate``; observed_data: the model's observed sites; constant_data: the array arguments the
     model was called with; log_likelihood: observed site -> (chains, draws, observations...) pointwise log
-    likelihoods (empty when the model has no observed sites); diagnostics: :class:`Diagnostics`; wall_time:
-    seconds for warm-up and sampling. ``idata`` is the same as arviz ``InferenceData``.
+    likelihoods, scaled as they enter the posterior (empty when the model has no observed sites); diagnostics:
+    :class:`Diagnostics`; wall_time: seconds for warm-up and sampling. ``idata`` is the same as arviz ``InferenceData``.
     """
 
     samples: dict
@@ -128,10 +128,7 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
 
 def _constant_data(model, args, kwargs) -> dict:
     """The array arguments of the model call, by parameter name (fields of a NamedTuple argument as name_field)."""
-    try:
-        bound = inspect.signature(model).bind(*args, **kwargs).arguments
-    except TypeError:
-        bound = {f"arg{i}": a for i, a in enumerate(args)} | kwargs
+    bound = inspect.signature(model).bind(*args, **kwargs).arguments  # the call NUTS just made, so it binds
     out = {}
     for name, value in bound.items():
         parts = value._asdict().items() if hasattr(value, "_asdict") else [("", value)]
@@ -144,22 +141,28 @@ def _constant_data(model, args, kwargs) -> dict:
 def _observations(model, args, kwargs, samples, key):
     """(observed site -> value, observed site -> pointwise log likelihood (chains, draws, ...)).
 
-    Factor terms (``numpyro.factor``, e.g. the BKE pseudolikelihood) are not observations. The model is traced
-    abstractly first (no arithmetic), and compiled only to read the observed values when there are any.
+    Factor terms (``numpyro.factor``, e.g. the BKE pseudolikelihood) are not observations. Each pointwise term is
+    scaled as it enters the posterior (``numpyro.handlers.scale``, e.g. the KBF model's tempering tau). The model is
+    traced abstractly first (no arithmetic); only models with observed sites are compiled, once, and mapped over
+    the draws sequentially.
     """
-    def observed_values(params):
+    def observations(params):
         trace = handlers.trace(handlers.seed(handlers.substitute(model, data=params), key)).get_trace(*args, **kwargs)
-        return {name: site["value"] for name, site in trace.items()
-                if site["type"] == "sample" and site.get("is_observed") and not isinstance(site["fn"], Unit)}
+        sites = {name: site for name, site in trace.items()
+                 if site["type"] == "sample" and site["is_observed"] and not isinstance(site["fn"], Unit)}
+        loglik = {name: (1.0 if site["scale"] is None else site["scale"]) * site["fn"].log_prob(site["value"])
+                  for name, site in sites.items()}
+        return {name: site["value"] for name, site in sites.items()}, loglik
 
     first = {k: v[0, 0] for k, v in samples.items()}
-    if not jax.eval_shape(observed_values, first):
+    if not jax.eval_shape(observations, first)[0]:
         return {}, {}
-    observed = {name: np.asarray(value) for name, value in jax.jit(observed_values)(first).items()}
     chains, draws = next(iter(samples.values())).shape[:2]
     flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
-    values = log_likelihood(model, flat, *args, **kwargs)
-    return observed, {k: np.asarray(v).reshape((chains, draws) + np.shape(v)[1:]) for k, v in values.items()}
+    observed, loglik = jax.jit(lambda p, f: (observations(p)[0], jax.lax.map(lambda d: observations(d)[1], f)))(
+        first, flat)
+    return ({k: np.asarray(v) for k, v in observed.items()},
+            {k: np.asarray(v).reshape((chains, draws) + v.shape[1:]) for k, v in loglik.items()})
 
 
 def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,

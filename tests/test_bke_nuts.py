@@ -85,7 +85,8 @@ def _check_arviz_output(run, y, backend):
     assert np.all(stats["energy"].values >= -stats["lp"].values - 1e-10)  # H = potential + kinetic >= -lp
     steps, depth = stats["n_steps"].values, stats["tree_depth"].values
     assert np.all((steps >= 2 ** (depth - 1)) & (steps <= 2**depth - 1)), backend
-    assert np.all(stats["step_size"].values > 0) and np.all(stats["step_size"].values == stats["step_size"][:, :1].values)
+    step_size = stats["step_size"].values
+    assert np.all(step_size > 0) and np.all(step_size == step_size[:, :1])  # adapted in warm-up, then fixed
     np.testing.assert_allclose(idata.log_likelihood["y"], norm.logpdf(y, mu[..., None], 1.0), rtol=1e-10)
     np.testing.assert_array_equal(idata.observed_data["y"], y)
     np.testing.assert_array_equal(idata.constant_data["y"], y)
@@ -141,3 +142,24 @@ def test_vector_sites_of_the_models_get_named_dims():
     assert idata.posterior["z_val_hat"].dims == ("chain", "draw", "validation_step", "latent_dim")
     assert idata.posterior["other"].dims == ("chain", "draw", "other_dim_0")  # arviz's default elsewhere
     assert "observed_data" not in idata.groups() and idata.constant_data["X"].shape == (7, 3)
+
+
+def test_pointwise_log_likelihood_skips_factors_and_keeps_the_tempering():
+    import numpyro
+
+    from bayeskern.inference.nuts import _observations
+
+    y = np.array([0.3, -1.2, 2.0])
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 1.0))
+        numpyro.factor("penalty", -mu**2)  # a factor term is no observation
+        with numpyro.handlers.scale(scale=0.5), numpyro.plate("obs", 3):
+            numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    mu = np.array([[0.1, -0.4], [0.7, 0.0]])
+    observed, loglik = _observations(model, (y,), {}, {"mu": mu}, jax.random.key(0))
+    assert set(observed) == set(loglik) == {"y"}
+    np.testing.assert_array_equal(observed["y"], y)
+    np.testing.assert_allclose(loglik["y"], 0.5 * norm.logpdf(y, mu[..., None], 1.0), rtol=1e-12)
+    assert _observations(lambda: numpyro.factor("f", 1.0), (), {}, {"mu": mu}, jax.random.key(0)) == ({}, {})

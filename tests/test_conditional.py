@@ -48,16 +48,19 @@ def test_jdl_cme_and_compression_agree_with_each_other_and_the_dense_formula(dat
     np.testing.assert_allclose(results["cme"].mean, reference, rtol=1e-6, atol=1e-6)
     on_set = _dense_cme(np.asarray(compressed.x), f(np.asarray(compressed.y)), x_query)
     np.testing.assert_allclose(results["compression"].mean, on_set, rtol=1e-8, atol=1e-10)
-    assert np.abs(np.asarray(results["compression"].mean) - reference).max() < 0.1  # 60 of 80 points
     weights = np.linalg.solve(np.asarray(KX.gram(X)) + N * LAM * np.eye(N), np.asarray(KX.cross(X, x_query)))
     np.testing.assert_allclose(results["cme"].mass, weights.sum(axis=0), rtol=1e-6)
-    # JDL is a different (self-normalised) estimator of the same conditional law: close, not equal
-    np.testing.assert_allclose(model.conditional_expectation(x_query).mass, 1.0, atol=0.1)
+    # JDL is a different (self-normalised) estimator of the same conditional law: close, not equal. Its mass at x
+    # is sum_j (1 + h(x, y_j)) / n, whose average over the training x's is the total mass, 1 for a normalised model
+    np.testing.assert_allclose(np.mean(model.conditional_expectation(X).mass), 1.0, rtol=1e-10)
     gap = np.abs(np.asarray(results["jdl"].mean) - reference).max()
     assert 1e-6 < gap < 0.1
+    # all three explain E[Y | x] and E[Y^2 | x]: RMSE at most 0.3 x that of the best constant
     truth = np.hstack([np.sin(1.5 * x_query), np.sin(1.5 * x_query) ** 2 + 0.01])
-    for result in results.values():
-        assert np.abs(np.asarray(result.mean) - truth).max() < 0.25  # 80 noisy points
+    constant = np.sqrt(np.mean((truth - truth.mean(axis=0)) ** 2, axis=0))
+    for name, result in results.items():
+        rmse = np.sqrt(np.mean((np.asarray(result.mean) - truth) ** 2, axis=0))
+        assert np.all(rmse < 0.3 * constant), (name, rmse, constant)
 
 
 def test_f_as_values_callable_or_identity_gives_the_same_answer(data):

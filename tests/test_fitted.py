@@ -117,6 +117,9 @@ def test_foreign_damaged_and_newer_files_are_refused(fitted_objects, tmp_path):
     kernel = rewrite("kernel.npz", lambda h: h["object"]["fields"]["kernel_x"].update({"kernel": "os.system"}))
     with pytest.raises(FileFormatError, match="not a bayeskern kernel"):
         bk.load(kernel)
+    other = rewrite("other.npz", lambda h: h["object"]["fields"].update({"F2": h["object"]["fields"].pop("F")}))
+    with pytest.raises(FileFormatError, match="does not describe a LowRankCME"):
+        bk.load(other)
     newer = rewrite("newer.npz", lambda h: h.update({"format_version": 99}))
     with pytest.raises(FileFormatError, match="file format 99"):
         bk.load(newer)
@@ -128,7 +131,7 @@ def test_saves_are_atomic_and_values_that_are_not_data_are_refused(fitted_object
     fitted_objects["klr"].save(path)
     before = path.read_bytes()
     broken = dataclasses.replace(fitted_objects["klr"], lam=object())  # fails half-way through encoding
-    with pytest.raises(TypeError, match="cannot save a object"):
+    with pytest.raises(TypeError, match="cannot save a value of type object"):
         broken.save(path)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["f.npz"]
 

@@ -110,7 +110,7 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
         assert loaded.method == kbf.method and type(loaded.kernel_x) is type(kbf.kernel_x)
         np.testing.assert_array_equal(loaded.filter(seq.X_test), kbf.filter(seq.X_test))
     custom = jax.tree_util.Partial(jnp.tanh)  # a user's own feature map is code, which a data file does not hold
-    with pytest.raises(TypeError, match="cannot save a Partial"):
+    with pytest.raises(TypeError, match="cannot save a value of type Partial"):
         kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(custom), 0.6, 1e-3, 1e-4).save(tmp_path / "m.npz")
     assert not (tmp_path / "m.npz").exists()  # nothing half-written
 

@@ -152,9 +152,8 @@ def _gradient_step(seeds_x, seeds_y, cx, cy, mask, t, data, kernel_x, kernel_y, 
     params = zx if discrete else (zx, zy)
     objective = (lambda p: loss(p, zy)) if discrete else (lambda p: loss(*p))
 
-    keys = jax.random.split(jax.random.key(0), steps)  # the objective draws nothing: the keys are placeholders
     params = optax_scan(lambda p, c, d, k: (objective(p), c), params, optimizer, optimizer.init(params), None, None,
-                        keys)[0]
+                        length=steps)[0]
     if discrete:  # exhaustive class search at the optimised features
         zx = params
         class_losses = jax.vmap(lambda c: loss(zx, c.astype(zy.dtype)))(jnp.arange(n_classes))

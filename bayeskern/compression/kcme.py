@@ -87,7 +87,8 @@ def _grid_losses(kernel_x, kernel_y, xs, ys, x_val, y_val, grid):
         chol, _, ok = jittered_cholesky(kernel_x.evaluate(x, x) + n * lam * jnp.eye(n))
         beta = cho_solve_psd(chol, kernel_x.evaluate(x, x_val))
         value = jnp.mean(jnp.sum(beta * (kernel_y.evaluate(y, y) @ beta), 0)
-                         - 2.0 * jnp.sum(kernel_y.evaluate(y, y_val) * beta, 0) + kernel_y.evaluate_paired(y_val, y_val))
+                         - 2.0 * jnp.sum(kernel_y.evaluate(y, y_val) * beta, 0)
+                         + kernel_y.evaluate_paired(y_val, y_val))
         return jnp.where(ok, value, jnp.nan)
 
     return jax.vmap(lambda lam: jax.vmap(lambda x, y: loss(x, y, lam))(xs, ys))(grid)

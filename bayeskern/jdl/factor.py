@@ -15,7 +15,8 @@ __all__ = ["RotatedBasis", "rotate"]
 
 @saveable
 class RotatedBasis(NamedTuple):
-    """The double-orthogonal basis psi(u) = R^T k(x_p, u) of spec §5 (eigenvalues descending).
+    """The double-orthogonal basis psi(u) = R^T k(x_p, u): orthonormal in the RKHS and orthogonal on the training
+    points (eigenvalues descending).
 
     R: (m, m) = B_tilde V; A: (n, m) = L V, the basis at the training points; eigenvalues: (m,) Lambda with
     A^T A = Lambda and Q^T K Q = I (Q = P R); points: (m, d) the pivot points x_p; pivots: (m,) their indices.

@@ -69,8 +69,7 @@ class JointDistributionModel:
         omega = H.T @ A_out.sum(axis=0)
         Omega = (flat.T @ A_out) @ H
         numerator = (flat.sum(axis=0) + Psi @ Omega.T) / self.n
-        mean = self_normalised_expectation(numerator, 1.0 + Psi @ omega / self.n)
-        return ConditionalExpectation(mean.mean.reshape((Psi.shape[0],) + F.shape[1:]), mean.mass, mean.undefined)
+        return self_normalised_expectation(numerator.reshape((Psi.shape[0],) + F.shape[1:]), 1.0 + Psi @ omega / self.n)
 
     def conditional_weights(self, x_query) -> ConditionalExpectation:
         """The conditional law of Y given X = x on the training outcomes: mean (q, n) holds the weights

@@ -177,7 +177,6 @@ def load_filter(path) -> KernelBayesFilter:
     return load_as(path, KernelBayesFilter)
 
 
-
 @fitted
 class TuneResult:
     """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam) (spec §6.4)."""

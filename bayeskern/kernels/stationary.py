@@ -18,7 +18,8 @@ from jax.scipy.linalg import solve_triangular
 from .._validation import check_positive, is_concrete
 from .base import Kernel, as_float_param
 
-__all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic", "se_scale_tril"]
+__all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic",
+           "se_scale_tril"]
 
 
 _UNROLL_MAX_DIM = 16

@@ -16,7 +16,8 @@ __all__ = ["PivotedCholesky", "pivoted_cholesky"]
 
 
 class PivotedCholesky(NamedTuple):
-    """K ~ L L^T from m greedy pivots (spec §4.1).
+    """K ~ L L^T from m greedy pivots: column j of L is the Schur complement's column at the j-th pivot,
+    scaled by the square root of its pivot entry (the pivot is the largest remaining diagonal entry).
 
     L: (n, m); B_tilde: (m, m) upper triangular, the compact bi-orthogonal factor (B = P B_tilde, B^T L = I,
     K B = L); pivots: (m,) distinct indices; residual: (n,) diag(K - L L^T) >= 0.
