@@ -8,6 +8,7 @@ import importlib
 
 from . import datasets, kernels
 from ._config import enable_x64, x64_enabled
+from ._version import __version__ as _installed_version
 from .conditional import ConditionalExpectation
 from .embeddings import KernelEmbedding, mean_embedding, skmse, witness
 from .hsic import hsic_biased, hsic_test, hsic_unbiased
@@ -34,15 +35,39 @@ from .testresult import HypothesisTestResult
 # the method families register their fitted classes for `load` on import (kernels and embeddings already did)
 from . import bke, compression, jdl, kbr  # noqa: E402  (after the foundation names they build on)
 
-__version__ = "0.1.0"
+
+
+__version__ = _installed_version
 
 
 def load(path):
     """Restore any bayeskern object saved with ``.save(path)``: same class, arrays bit for bit.
 
     Works for every fitted class (filters, JDL/JPDL models, low-rank CME, KLR, compression results, type-II fits,
-    MCMC results, embedding and witness posteriors, ...). Raises :class:`FileFormatError` for a file that is not a
-    bayeskern save, is truncated, names a class that is not bayeskern's, or comes from a newer format.
+    MCMC results, embedding and witness posteriors, ...). Files are never unpickled: only registered bayeskern
+    classes are built.
+
+    Args:
+        path: a ``.npz`` file written by ``.save``.
+
+    Returns:
+        The saved object.
+
+    Raises:
+        FileFormatError: the file is not a bayeskern save, is truncated, names a class that is not bayeskern's, or
+            comes from a newer format version.
+        RuntimeError: the file holds float64 arrays and float64 is off (call :func:`enable_x64` first).
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> from bayeskern import jdl
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-2, 2, (100, 1)); Y = np.sin(X) + 0.1 * rng.standard_normal((100, 1))
+        >>> model = jdl.fit_jdl(X, Y, bk.RBF(0.5), bk.RBF(0.5), 1e-3, constraint="normalised")
+        >>> model.save("model.npz")
+        >>> back = bk.load("model.npz")
+        >>> type(back).__name__, bool(np.array_equal(back.H, model.H))
+        ('JointDistributionModel', True)
     """
     tag = read_tag(path)
     if tag is not None and not _is_registered(tag):  # inference classes register when that layer is imported

@@ -12,7 +12,7 @@ def rotation(angle: float) -> np.ndarray:
 
 
 def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle: float = np.pi / 4, seed=0):
-    """Grid-of-Gaussians two-sample problem (Gretton et al. 2012; spec bke.md §13.1).
+    """Grid-of-Gaussians two-sample problem (Gretton et al. 2012; the BKL experiment of Flaxman et al. 2016, Section 5.1).
 
     Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre
     plus N(0, R diag(eps, 1) R^T) noise with R = R(angle). ``per`` points per centre,

@@ -18,19 +18,20 @@ import json
 import os
 import tempfile
 import zipfile
-from importlib import metadata
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ._config import x64_enabled
+from ._version import __version__
 from .kernels.base import Kernel, kernel_class
 
 __all__ = ["fitted", "static", "saveable", "save", "load", "load_as", "read_tag", "is_registered",
            "write_atomic", "FileFormatError", "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
+"""Version of the ``.npz`` save format; files written by a newer version are refused."""
 _HEADER = "__bayeskern__"
 _REGISTRY: dict[str, type] = {}
 
@@ -72,13 +73,6 @@ def _save_method(self, path) -> None:
 def is_registered(tag: str) -> bool:
     """Whether a class tag (as stored in a file) names a class that :func:`load` can build now."""
     return tag in _REGISTRY
-
-
-def _version() -> str:
-    try:
-        return metadata.version("bayeskern")
-    except metadata.PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
 
 
 # --- encoding -----------------------------------------------------------------------------------------------
@@ -125,7 +119,7 @@ class _Encoder:
 def save(obj, path) -> None:
     """Write a fitted object to ``path`` (``.npz``; the name is used as given), atomically."""
     encode = _Encoder()
-    header = {"format": "bayeskern", "format_version": FORMAT_VERSION, "bayeskern_version": _version(),
+    header = {"format": "bayeskern", "format_version": FORMAT_VERSION, "bayeskern_version": __version__,
               "object": encode(obj)}
     payload = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
     write_atomic(path, lambda f: np.savez(f, **{_HEADER: payload}, **encode.arrays))

@@ -64,13 +64,46 @@ def _hsic_u(kx, ky, X, Y, block_size):
 
 
 def hsic_biased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Biased HSIC_b = tr(K H L H) / n^2 of paired samples X (n, ...) and Y (n, ...). Matrix-free."""
+    """Biased HSIC_b = tr(K H L H) / n^2 of paired samples, H = I - 11^T / n (Gretton et al. 2005); >= 0.
+
+    Matrix-free: O(n^2) kernel evaluations in row blocks, O(block_size n) memory.
+
+    Args:
+        X: (n, d_x) array (or (n,) labels with an Indicator kernel); row i is paired with Y[i].
+        Y: (n, d_y) array.
+        kx: kernel on X.
+        ky: kernel on Y.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        ValueError: for non-finite inputs, unpaired samples, or n < 2.
+    """
     X, Y = _prepare(X, Y, kx, ky, 2)
     return _hsic_b(kx, ky, X, Y, block_size)
 
 
 def hsic_unbiased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Unbiased HSIC U-statistic (Song et al. 2012); needs n >= 4. Matrix-free."""
+    """Unbiased HSIC U-statistic of paired samples (Song et al. 2012, eq. 5): may be negative under independence.
+
+    Computed from kernel row sums, diagonals and sum(K * L) in one matrix-free pass: O(n^2) kernel evaluations,
+    O(block_size n) memory.
+
+    Args:
+        X: (n, d_x) array (or (n,) labels with an Indicator kernel); row i is paired with Y[i].
+        Y: (n, d_y) array.
+        kx: kernel on X.
+        ky: kernel on Y.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        ValueError: for non-finite inputs, unpaired samples, or n < 4.
+    """
     X, Y = _prepare(X, Y, kx, ky, 4)
     return _hsic_u(kx, ky, X, Y, block_size)
 
@@ -139,17 +172,37 @@ def hsic_test(
     block_size: int = DEFAULT_BLOCK_SIZE,
     dense_max: int = 2048,
 ) -> HypothesisTestResult:
-    """Kernel independence test of H0: X and Y independent, from n paired points.
+    """Kernel independence test of H0: X and Y are independent, from n paired points.
 
-    kx, ky: Kernels, or None / ``"median"`` (RBF, median-heuristic lengthscale of each
-    sample) or a kernel rule such as :func:`bayeskern.inference.bkl_kernel` (RBF, BKL
-    lengthscale of each sample, learned with keys derived from ``key``).
-    ``method="permutation"`` (needs ``key``): the biased HSIC_b against
-    ``n_permutations`` permutations of Y, p-value (1 + #{T_b >= T}) / (1 + B);
-    up to ``dense_max`` points the centred Gram matrices are formed once, above it
-    every permutation is a matrix-free pass (O(n^2) time each, O(n) memory).
-    ``method="gamma"``: statistic n * HSIC_b against the moment-matched Gamma
-    null of Gretton et al. (2008), two matrix-free passes in all (for large n).
+    Args:
+        X: (n, d_x) array; row i is paired with row i of Y. Integer labels work with :class:`Indicator` kernels.
+        Y: (n, d_y) array.
+        kx: kernel on X; None or ``"median"`` for an RBF with the median-heuristic lengthscale of X; or a kernel
+            rule such as :func:`bayeskern.inference.bkl_kernel` (learned on X with a key derived from ``key``).
+        ky: kernel on Y, as ``kx``.
+        key: PRNG key for the permutations (``method="permutation"``) and for kernel rules.
+        n_permutations: number B of permutations of Y, an integer >= 1.
+        method: ``"permutation"``: the biased HSIC_b against B permutations, p-value (1 + #{T_b >= T}) / (1 + B).
+            Up to ``dense_max`` points the centred Gram matrices are formed once; above it every permutation is
+            a matrix-free pass (O(n^2) time, O(n) memory). ``"gamma"``: n * HSIC_b against the moment-matched
+            Gamma null of Gretton et al. (2008), two matrix-free passes in all (for large n).
+        block_size: rows per block of the matrix-free passes.
+        dense_max: largest n for which Gram matrices are formed.
+
+    Returns:
+        HypothesisTestResult: statistic, p-value, the null statistics (permutation) and the kernels used.
+
+    Raises:
+        ValueError: for unpaired inputs, too few points, an unknown method, a missing key, n_permutations < 1, or
+            a degenerate Gamma null (a constant sample).
+
+    Examples:
+        >>> import jax, numpy as np, bayeskern as bk
+        >>> rng = np.random.default_rng(0)
+        >>> x = rng.uniform(-2, 2, (200, 1))
+        >>> y = x**2 + 0.2 * rng.standard_normal((200, 1))          # dependent, uncorrelated
+        >>> bk.hsic_test(x, y, key=jax.random.key(0), n_permutations=200).reject(0.05)
+        True
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")

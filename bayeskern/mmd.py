@@ -42,13 +42,44 @@ def _mmd2_quadratic(kernel, X, Y, unbiased, block_size):
 
 
 def mmd2_unbiased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Unbiased U-statistic estimate of MMD^2 (X: n >= 2 points, Y: m >= 2 points). O(nm) time, matrix-free."""
+    """Unbiased U-statistic estimate of MMD^2 (Gretton et al. 2012, eq. 3): may be negative under P = Q.
+
+    Within-sample sums exclude the diagonal and divide by n(n - 1) and m(m - 1). Matrix-free: O((n + m)^2)
+    kernel evaluations in row blocks, O(block_size (n + m)) memory.
+
+    Args:
+        X: (n, d) float array, the sample of P.
+        Y: (m, d) float array, the sample of Q.
+        kernel: the kernel, e.g. ``RBF(median_heuristic(X, Y))``.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        ValueError: for non-finite or empty inputs, samples of different dimension, or fewer than 2 points.
+    """
     X, Y = _prepare_samples(X, Y, kernel, 2)
     return _mmd2_quadratic(kernel, X, Y, True, block_size)
 
 
 def mmd2_biased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Biased V-statistic ||mu_X - mu_Y||^2 (always >= 0). O(nm) time, matrix-free."""
+    """Biased V-statistic ||mu_X - mu_Y||^2 of the empirical embeddings (Gretton et al. 2012, eq. 5); >= 0.
+
+    Matrix-free: O((n + m)^2) kernel evaluations in row blocks, O(block_size (n + m)) memory.
+
+    Args:
+        X: (n, d) float array, the sample of P.
+        Y: (m, d) float array, the sample of Q.
+        kernel: the kernel, e.g. ``RBF(median_heuristic(X, Y))``.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        ValueError: for non-finite or empty inputs or samples of different dimension.
+    """
     X, Y = _prepare_samples(X, Y, kernel, 1)
     return _mmd2_quadratic(kernel, X, Y, False, block_size)
 
@@ -63,7 +94,21 @@ def _linear_h(kernel, X, Y):
 
 
 def mmd2_linear(X, Y, kernel: Kernel):
-    """Linear-time unbiased MMD^2 from disjoint pairs; uses the first 2*floor(min(n, m)/2) points of each sample."""
+    """Linear-time unbiased MMD^2 from disjoint pairs (Gretton et al. 2012, Lemma 14): O(n) time and memory.
+
+    Uses the first 2 floor(min(n, m) / 2) points of each sample; its variance is larger than the U-statistic's.
+
+    Args:
+        X: (n, d) float array, the sample of P.
+        Y: (m, d) float array, the sample of Q.
+        kernel: the kernel, e.g. ``RBF(median_heuristic(X, Y))``.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        ValueError: for non-finite inputs, samples of different dimension, or fewer than 2 points.
+    """
     X, Y = _prepare_samples(X, Y, kernel, 2)
     return jnp.mean(_linear_h(kernel, X, Y))
 
@@ -137,18 +182,40 @@ def mmd_test(
     block_size: int = DEFAULT_BLOCK_SIZE,
     max_label_columns: int = 2**25,
 ) -> HypothesisTestResult:
-    """Kernel two-sample test of H0: P = Q.
+    """Kernel two-sample test of H0: P = Q with an exact-level permutation p-value.
 
-    X: (n, d) sample of P, Y: (m, d) sample of Q. ``kernel``: a Kernel, None or
-    ``"median"`` (RBF with the median-heuristic lengthscale of the pooled sample) or a
-    kernel rule such as :func:`bayeskern.inference.bkl_kernel` (RBF with the BKL lengthscale
-    of the pooled, unlabelled sample, learned with a key derived from ``key``; the test keeps
-    its level since labels are not used).
-    ``estimator="unbiased"`` or ``"biased"``: null by ``n_permutations`` random
-    relabellings of the pooled sample, p-value (1 + #{T_b >= T}) / (1 + B). All
-    relabellings share each kernel block (one matrix-free pass per batch of
-    ``max_label_columns // (n + m)`` permutations). ``estimator="linear"``:
-    linear-time statistic with its asymptotic normal null (for very large n).
+    The null distribution comes from ``n_permutations`` random relabellings of the pooled sample, and the p-value
+    is (1 + #{T_b >= T}) / (1 + B). All relabellings share each kernel block (one matrix-free pass per batch of
+    ``max_label_columns // (n + m)`` permutations), so no (n + m) x (n + m) matrix is formed.
+
+    Args:
+        X: (n, d) float array, the sample of P.
+        Y: (m, d) float array, the sample of Q.
+        kernel: a :class:`~bayeskern.kernels.Kernel`; None or ``"median"`` for an RBF with the median-heuristic
+            lengthscale of the pooled sample; or a kernel rule ``rule(X, Y, *, key) -> Kernel`` such as
+            :func:`bayeskern.inference.bkl_kernel` (learned on the pooled, unlabelled sample with a key derived
+            from ``key``, so the test keeps its level).
+        key: PRNG key (``jax.random.key``) for the permutations; needed unless ``estimator="linear"``.
+        n_permutations: number B of relabellings, an integer >= 1.
+        estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"`` with the permutation null;
+            ``"linear"``: the linear-time statistic with its asymptotic normal null (for very large n).
+        block_size: rows per block of the matrix-free passes.
+        max_label_columns: memory cap on permutations evaluated together (labels x points).
+
+    Returns:
+        HypothesisTestResult: statistic, p-value, the permutation statistics and the kernel used.
+
+    Raises:
+        ValueError: for inputs of different dimension, fewer than 2 points, an unknown estimator, a missing key or
+            n_permutations < 1.
+
+    Examples:
+        >>> import jax, numpy as np, bayeskern as bk
+        >>> rng = np.random.default_rng(0)
+        >>> X, Y = rng.standard_normal((200, 2)), rng.standard_normal((200, 2)) + [1.0, 0.0]
+        >>> result = bk.mmd_test(X, Y, "median", key=jax.random.key(0), n_permutations=200)
+        >>> result.p_value <= 1 / 201, result.reject(0.05)
+        (True, True)
     """
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")

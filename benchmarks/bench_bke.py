@@ -1,4 +1,4 @@
-"""Timings of the BKE pseudolikelihood and of NUTS on the spec §13.2 problem (float64).
+"""Timings of the BKE pseudolikelihood and of NUTS on the normal-vs-Laplace problem of Flaxman et al. (2016, Section 5.2) (float64).
 
 Run: python benchmarks/bench_bke.py [--sizes 10000 100000 1000000] [--inducing 10 50 200] [--dim 1]
      [--nuts] [--backend numpyro|blackjax]
@@ -42,7 +42,7 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
     parser.add_argument("--inducing", type=int, nargs="+", default=[10, 50, 200])
     parser.add_argument("--dim", type=int, default=1)
-    parser.add_argument("--nuts", action="store_true", help="also time NUTS on the spec §13.2 problem")
+    parser.add_argument("--nuts", action="store_true", help="also time NUTS on the normal-vs-Laplace problem")
     parser.add_argument("--backend", choices=("numpyro", "blackjax"), nargs="+", default=["numpyro", "blackjax"])
     args = parser.parse_args()
     bk.enable_x64()

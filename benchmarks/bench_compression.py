@@ -1,13 +1,13 @@
-"""Compression at scale (spec compression.md §5.5, issue acceptance 3): wall time and quality at m = 100.
+"""Compression at scale: wall time and quality at m = 100.
 
 Run: python benchmarks/bench_compression.py [--sizes 1000 10000 100000] [--m 100] [--steps 1000]
 
-Data: the heteroscedastic stand-in (standardised), median-heuristic RBF kernels, lambda_C tuned at s = m (§10.4).
+Data: the heteroscedastic stand-in (standardised), median-heuristic RBF kernels, lambda_C tuned at s = m (compression.select_lambda).
 Per n and method: wall time of the public call (compilation included, lambda_C fixed), the truth-based
 AMCMD^2 (400-node quadrature) and JMMD^2 (its O(n^2) data-data term only up to n = 10^4). JKH scores a random
 pool of min(n, 5000) candidates, ACKH a pool of min(n, 1000) (|pool| = 300 beyond 10^4: its cost is
 O(|pool| n m^2)). KIP methods take Adam steps on the full data up to n = 10^4 and unbiased minibatches of
---batch rows beyond (spec §5.3); the seconds per full-data ACKIP/JKIP step show the linear growth in n.
+--batch rows beyond; the seconds per full-data ACKIP/JKIP step show the linear growth in n.
 """
 
 import argparse

@@ -1,10 +1,10 @@
-"""Compression quality at benchmark scale (spec compression.md §10.3, §11 A5 and A6).
+"""Compression quality at benchmark scale.
 
 Run: python benchmarks/bench_compression_quality.py [--seeds 0 1 2 3 4] [--ms 50 120] [--pool 1000]
                                                     [--skip-digits]
 
 A5: the heteroscedastic stand-in at n_total = 5000 (4000 / 500 / 500): the median RMSE of the 8 test functions
-of §10.1 at the largest m, per method, and how many of them ACKIP wins (target >= 6 of 8). Herding scores a
+of compression.data at the largest m, per method, and how many of them ACKIP wins (target >= 6 of 8). Herding scores a
 random pool of --pool candidates (ACKH costs O(|pool| n m^2)).
 A6: classification at m ~ 3% of n_train: the imbalanced stand-in (4000 training points, m = 120) and digits
 (scikit-learn's load_digits, 1437 training points, m = 45; needs the `examples` extra): accuracy of ACKIP
@@ -68,7 +68,7 @@ def main():
     parser.add_argument("--skip-digits", action="store_true")
     args = parser.parse_args()
     bk.enable_x64()
-    print(machine_line("compression quality, spec §11 A5-A6"))
+    print(machine_line("compression quality, A5-A6"))
     if not args.skip_a5:
         a5(tuple(args.seeds), tuple(args.ms), args.pool)
     a6(tuple(args.seeds), args.skip_digits)

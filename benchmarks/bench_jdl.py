@@ -1,7 +1,7 @@
-"""Timings of JDL and the low-rank CME (spec jdl.md §13.4): fit + 5000 conditional second-moment matrices.
+"""Timings of JDL and the low-rank CME: fit + 5000 conditional second-moment matrices.
 
 Run: python benchmarks/bench_jdl.py [--sizes 1000 10000 100000 1000000] [--dim 3] [--devices 2]
-Gaussian data of spec §13.1b, Gaussian kernels at the median heuristic, lam = 1e-6, the ε schedule of §13.2
+Gaussian data (jdl.data.gaussian_pairs), Gaussian kernels at the median heuristic, lam = 1e-6, the tolerance schedule
 (1e-3 up to n = 1e5, 1e-2 at 1e6, 1e-1 beyond). "fit" = Algorithm 1 on both sides, rotation, assembly and the
 solve; "eval" = 5000 conditional E[Y Y^T | x]. Both are second calls (compilation is reported separately).
 --devices k splits the CPU into k forced host devices and shards the rows of X and Y over them.

@@ -1,7 +1,7 @@
 """Kernel Bayes filter timings (issue 4, acceptance 5): fit + 200-step filtering for T in {500, 2000}.
 
-"fit" is the §6.2 precomputation on T training pairs at fixed hyperparameters (KernelBayesFilter.fit: medians,
-Gram matrices, the KuLSIF map and the transition solve); "filter" runs the §6.3 recursion over a 200-step test
+"fit" is the precomputation on T training pairs at fixed hyperparameters (KernelBayesFilter.fit: medians,
+Gram matrices, the KuLSIF map and the transition solve); "filter" runs the filtering recursion over a 200-step test
 sequence. Times are after compilation (second call). The protocol's hyperparameter search (tune_kbf) is timed
 separately, since it is the cost a user pays once per training sequence.
 

@@ -1,6 +1,6 @@
-"""NUTS over the kernel Bayes filter's hyperparameters on spec kbr.md §8.2 rotation (issue 4, acceptance 4).
+"""NUTS over the kernel Bayes filter's hyperparameters on the rotation dynamics of Xu et al. (2022, Section 5.2).
 
-Grid-search filter (§6.4) vs the Bayesian-averaged filter from kbf_hyper_model (§7): wall time, R-hat,
+Grid-search filter (kbr.tune_kbf) vs the Bayesian-averaged filter from kbf_hyper_model: wall time, R-hat,
 divergences, test MSE ratio and 90% predictive-band coverage.
 
 The pseudo-likelihood's filters use Nystrom observation features on --landmarks fit observations (O(T p^2)
@@ -9,7 +9,7 @@ per filter step instead of O(T^3); 0 = the exact filter); predictive filtering r
 gradient, no landmarks): issue 7, acceptance 2 compares it with the full training set.
 
 Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 40] [--chains 2] [--warmup 300]
-     [--samples 300] [--compress 40]   (the spec's CPU setting; --T 500 --n-val 200 is its GPU setting)
+     [--samples 300] [--compress 40]   (the CPU setting; --T 500 --n-val 200 suits a GPU)
 """
 
 import argparse

@@ -1,4 +1,4 @@
-"""Spec bke.md §13.1: MMD two-sample test on the grid of Gaussians, BKL vs the median heuristic.
+"""Flaxman et al. (2016, Section 5.1): MMD two-sample test on the grid of Gaussians, BKL vs the median heuristic.
 
 P: nine unit Gaussians on a 3 x 3 grid (spacing 10 sqrt 2); Q: the same centres with
 covariances of eigenvalue ratio eps, rotated by pi/4. For every repetition the lengthscale is

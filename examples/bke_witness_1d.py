@@ -1,4 +1,4 @@
-"""Spec bke.md §13.2: posterior over the witness function, N(0, 1) vs Laplace(0, sqrt(1/2)), n = 50 and 400.
+"""Flaxman et al. (2016, Section 5.2): posterior over the witness function, N(0, 1) vs Laplace(0, sqrt(1/2)), n = 50 and 400.
 
 For each n the lengthscale posterior is sampled with NUTS (4 chains x 400 iterations, 200 of
 them warm-up, tau2 = 1 fixed, Gamma(1, 1) prior, m = 10 held-out inducing points from the pooled

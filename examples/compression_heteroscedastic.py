@@ -1,10 +1,10 @@
-"""Spec compression.md §10-§13: compressing the heteroscedastic stand-in with JKH, JKIP, ACKH and ACKIP.
+"""Broadbent et al. (2025): compressing the heteroscedastic stand-in with JKH, JKIP, ACKH and ACKIP.
 
 Y = X sin(3X) + (0.1 + 0.5|X|) eps, X ~ U(-3, 3); n_train = 1000, 100 validation and 500 test points per seed.
-lambda_C is tuned at m_max, lambda_P at n (§10.4); herding is gradient-free over the whole training set,
+lambda_C is tuned at m_max, lambda_P at n (compression.select_lambda); herding is gradient-free over the whole training set,
 the KIP methods take Adam steps from the best of 10 random subsets. Reported per method and m: the truth-based
 AMCMD^2 (400-node Gauss-Legendre quadrature), the plug-in AMCMD^2 on the test features, JMMD^2 and the RMSE
-of the 8 test functions of §10.1, against Random (the mean over 10 uniform subsets).
+of the 8 test functions of compression.data, against Random (the mean over 10 uniform subsets).
 Figure: AMCMD^2 against m per method (median over seeds, with the range).
 
 Run: python examples/compression_heteroscedastic.py [--seeds 0 1 2] [--ms 5 10 20 30] [--out examples-out]

@@ -1,8 +1,8 @@
-"""Spec compression.md §10.5 item 2 / §11 A6: compressing the 4-class imbalanced stand-in to 3% of its size.
+"""Classification (Broadbent et al. 2025): compressing the 4-class imbalanced stand-in to 3% of its size.
 
 x in R^2 from a 100-component Gaussian mixture, y ~ Categorical(softmax(Wx + b)) with class marginals
 (0.32, 0.12, 0.19, 0.37) and Bayes accuracy about 0.63. n_train = 1000, 125 validation points, 2000 test
-points; m = 30 (3%), indicator kernel on the labels, lambda_C tuned at m and lambda_P at n (§10.4).
+points; m = 30 (3%), indicator kernel on the labels, lambda_C tuned at m and lambda_P at n (compression.select_lambda).
 Reported: accuracy, macro-F1 and the RMSE of the clip-normalised class probabilities against the true ones,
 for Random (mean of 10 subsets), JKIP, ACKIP and the full-data KCME. Figure: the data and the compressed sets.
 

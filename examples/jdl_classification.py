@@ -1,6 +1,6 @@
-"""Spec jdl.md §13.5 (paper Section 5.2): rare-event classification P(y_t <= q | x_t) on FF-synthetic returns.
+"""Filipović et al. (2021, Section 5.2): rare-event classification P(y_t <= q | x_t) on FF-synthetic returns.
 
-z: 25 daily excess-return series with GARCH volatility clustering and Student-t shocks (stand-in A, §13.1e).
+z: 25 daily excess-return series with GARCH volatility clustering and Student-t shocks (jdl.data.ff_synthetic).
 x_t = (z_{t-1,1..d}), y_t = sum_{i<=d} z_{t,i}; label 1[y_t <= q] with q the 1 % quantile of the n sampled y.
 Per subsample: n random days (4/5 training, 1/5 validation), 5000 further test days. Models: JDL unconstrained,
 with the paper's tightening (29) and with grid positivity (beyond the paper, at JDL-unc's hyperparameters),

@@ -1,11 +1,11 @@
-"""Spec jdl.md §13.2 (paper Section 5.1): conditional second-moment matrices E[Y Y^T | X = x] of Gaussian data.
+"""Filipović et al. (2021, Section 5.1): conditional second-moment matrices E[Y Y^T | X = x] of Gaussian data.
 
 (X, Y) ~ N(0, C) in R^{2d} with a random Archakov-Hansen correlation matrix per repetition; 4/5 of n for
 training, 1/5 for validation, 5000 fresh test points. Models: JDL unconstrained, with the paper's tightening
 (29) ("data_box") and with grid positivity (beyond the paper, margin 0.1, fitted at JDL-unc's hyperparameters:
 its cutting planes are too costly for the whole grid), polynomial JPDL (q = 4), low-rank CME unconstrained and
 with (51)+(52), and IND (the independence model h = 0). Hyperparameters (sigma_X, sigma_Y, lambda) are
-validated per model with loss (31) against the exact conditional moments (grids of spec §14.4).
+validated per model with loss (31) against the exact conditional moments (log grids of bandwidth multiples and lambda).
 Reported per model: loss (31), maximal normalisation error, non-PSD share and the share of test points with a
 negative conditional weight. Figure: loss per model and d (mean and range over repetitions).
 

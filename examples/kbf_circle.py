@@ -1,7 +1,7 @@
-"""Spec kbr.md §8.2 (paper Section 5.2): kernel Bayes filters on noisy circular dynamics vs the EKF.
+"""Xu et al. (2022, Section 5.2): kernel Bayes filters on noisy circular dynamics vs the EKF.
 
 Latent z_t on a noisy circle (rotation: omega = 0.3; oscillatory: omega = 0.4, beta = 0.4, M = 8),
-observed as x_t = z_t + N(0, 0.2^2 I). IW-KBF and original KBF are tuned by the §6.4 protocol (median
+observed as x_t = z_t + N(0, 0.2^2 I). IW-KBF and original KBF are tuned by the protocol of kbr.tune_kbf (median
 bandwidth multiplier and lam by validation on the last 200 training steps, eta by the KuLSIF LOO) on
 T = 500 training steps and filter the next 200; the EKF knows the true dynamics and noise levels.
 The static reference E[z_t | x_t] of a JDL fit (kbr.jdl_regression: no dynamics) shows what the filters gain

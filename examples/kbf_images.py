@@ -1,10 +1,10 @@
-"""Spec kbr.md §8.3 (paper Section 5.3): kernel Bayes filtering from images, on the procedural stand-ins.
+"""Xu et al. (2022, Section 5.3): kernel Bayes filtering from images, on the procedural stand-ins.
 
 sprite (a heart on a 64 x 64 canvas at quantised positions of oscillatory latent dynamics) and panorama (36 x 48
 RGB views of a fixed 360-degree scene at a noisy heading). Methods: Original and IW KBR with a Gaussian kernel on
-raw pixels (hyperparameters by the §6.4 protocol), and IW(NN): the §5 image network (1024-512-128-32, spectral
+raw pixels (hyperparameters by the tuning protocol of kbr.tune_kbf), and IW(NN): the image network (1024-512-128-32, spectral
 normalisation, batch norm, dropout 0.5 on panorama) learned with the unweighted adaptive loss, lambda validated
-on the §6.4 grid (``--network cnn``: the small convolutional network of kbr.train_image_cnn instead). Reported:
+on the same grid (``--network cnn``: the small convolutional network of kbr.train_image_cnn instead). Reported:
 test MSE per method (mean over runs); figure: filtered latents of the last run.
 
 Run: python examples/kbf_images.py [--tasks sprite panorama] [--runs 3] [--T 500] [--network mlp|cnn]

@@ -1,4 +1,4 @@
-"""Spec kbr.md §8.1 (paper Section 5.1): learning a posterior mean with importance-weighted vs original KBR.
+"""Xu et al. (2022, Section 5.1): learning a posterior mean with importance-weighted vs original KBR.
 
 P(X, Z) is Gaussian with a random covariance redrawn every run; the prior N(0, V_ZZ / 2) differs from the
 data marginal, so KBR must reweight. n = m = 200, eta = lam = 0.2 (operator scale), median bandwidths,
@@ -26,7 +26,7 @@ from bayeskern.kernels import RBF
 
 
 def run_once(d, key, *, eta=0.2, lam=0.2):
-    """(MSE of IW-KBR, MSE of original KBR, MSE of the zero predictor) on one draw of the §8.1 task."""
+    """(MSE of IW-KBR, MSE of original KBR, MSE of the zero predictor) on one draw of the task."""
     task = kbr.data.gaussian_posterior_task(d, key)
     kx, kz = RBF(bk.median_heuristic(task.X)), RBF(bk.median_heuristic(task.Z))
     prior = kbr.Prior.from_samples(task.U)
@@ -53,7 +53,7 @@ def main(out, runs=10, dims=(2, 4, 8), seed=0):
         mean = [results[d][:, j].mean() for d in dims]
         sd = [results[d][:, j].std() for d in dims]
         ax.errorbar(dims, mean, yerr=None if j == 2 else sd, fmt=style, capsize=3, label=label)
-    ax.set(xlabel="dimension d", ylabel="MSE of the posterior mean", xscale="log", title="KBR posterior mean (§5.1)")
+    ax.set(xlabel="dimension d", ylabel="MSE of the posterior mean", xscale="log", title="KBR posterior mean (Xu et al. 2022, Section 5.1)")
     ax.set_xticks(list(dims), [str(d) for d in dims])
     ax.legend()
     save_figure(fig, Path(out) / "kbr_posterior_mean.png")

@@ -12,7 +12,7 @@ __all__ = ["bkl_fit", "bkl_kernel"]
 
 
 def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> Type2Result:
-    """Type-II ML of the BKE pseudolikelihood on the pooled sample [X; Y] (spec bke.md §11-12).
+    """Type-II ML of the BKE pseudolikelihood on the pooled sample [X; Y].
 
     ``m`` inducing points (default ``min(100, max(D, N // 10))``) are held out of the pooled
     sample at random with ``key``; ``tau2`` is fixed (default 1). The labels are not used, so a
@@ -28,6 +28,30 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
 
 
 def bkl_kernel(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> RBF:
-    """The BKL kernel RBF(theta_hat) of the pooled sample: a drop-in for the median heuristic."""
+    """The BKL kernel RBF(theta_hat) of the pooled, unlabelled sample: a drop-in for the median heuristic.
+
+    A kernel rule for :func:`bayeskern.mmd_test` and :func:`bayeskern.hsic_test`: type-II maximum likelihood of
+    the BKE pseudolikelihood on [X; Y] with m held-out inducing points (see :func:`bkl_fit`). Labels are not used,
+    so a test with this kernel keeps its level.
+
+    Args:
+        X: (n, d) sample.
+        Y: optional (m, d) second sample, pooled with X.
+        key: PRNG key for the held-out inducing points.
+        m: number of inducing points (default ``bayeskern.bke.default_num_inducing``).
+        tau2: the fixed noise variance.
+        **fit_kwargs: passed to :func:`fit_type2` (e.g. ``grid``).
+
+    Returns:
+        RBF: the kernel with the type-II lengthscale.
+
+    Examples:
+        >>> import jax, bayeskern as bk
+        >>> from bayeskern.inference import bkl_kernel
+        >>> XP, XQ = bk.datasets.normal_vs_laplace(100, seed=0)
+        >>> kernel = bkl_kernel(XP, XQ, key=jax.random.key(0), m=10)
+        >>> type(kernel).__name__, bool(float(kernel.lengthscale) > 0)
+        ('RBF', True)
+    """
     return bkl_fit(X, Y, key=key, m=m, tau2=tau2, **fit_kwargs).kernel()
 

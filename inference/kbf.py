@@ -1,4 +1,4 @@
-"""Bayesian-averaged kernel Bayes filtering from NUTS draws of the filter's hyperparameters (spec kbr.md §7)."""
+"""Bayesian-averaged kernel Bayes filtering from NUTS draws of the filter's hyperparameters."""
 
 from functools import partial
 from typing import NamedTuple
@@ -15,7 +15,7 @@ __all__ = ["kbf_init_values", "PredictiveFiltering", "posterior_predictive_filte
 
 
 def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
-    """``init_to_value`` start for ``kbf_hyper_model`` at the §6.4 grid optimum (s from its validation MSE)."""
+    """``init_to_value`` start for ``kbf_hyper_model`` at the grid optimum of :func:`bayeskern.kbr.tune_kbf` (s from its validation MSE)."""
     mse = tuned.validation_mse[(tuned.c, tuned.lam)]
     return {"log_cx": jnp.log(tuned.c), "log_cz": jnp.log(tuned.c), "log_lam": jnp.log(tuned.lam),
             "log_eta": jnp.log(tuned.eta), "log_s": 0.5 * jnp.log(mse / dim_z)}

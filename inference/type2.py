@@ -1,4 +1,4 @@
-"""Type-II maximum likelihood (BKL) for the BKE pseudolikelihood, respecting multimodality (spec bke.md §11)."""
+"""Type-II maximum likelihood (BKL) for the BKE pseudolikelihood, respecting multimodality."""
 
 import warnings
 
@@ -26,7 +26,7 @@ class Type2Result:
     noise variance used (learned only with ``learn_tau2=True``); local_maxima: refined
     (lengthscale, L) pairs of every grid-local maximum, best first; grid/curve: the
     log-spaced lengthscale grid and L on it (isotropic fits); m, n: inducing and likelihood
-    point counts (report them with the result: m changes the answer, spec §12).
+    point counts (report them with the result: m changes the answer).
     """
 
     lengthscale: float | np.ndarray
@@ -101,18 +101,48 @@ def _grid_local_maxima(curve):
 def fit_type2(X, Z, tau2=1.0, *, grid=None, ard: bool = False, learn_tau2: bool = False, n_starts: int = 4,
               key=None, tol: float = 1e-7, convention: str = "exact", volume: str | None = "closed",
               nu: str = "lebesgue", eta=None, center=None, r_scale: str | None = None) -> Type2Result:
-    """Maximise the BKE pseudolikelihood (15) over the SE lengthscale with tau2 fixed (BKL).
+    """Type-II maximum likelihood (BKL): maximise the BKE pseudolikelihood over the SE lengthscale, tau2 fixed.
 
-    X: (n, D) likelihood points; Z: (m, D) held-out inducing points (see
-    :func:`bayeskern.bke.hold_out_inducing`). Isotropic: L on ``grid`` (default
-    :func:`log_grid`: 161 points on [median/100, 3 median]), then every grid-local maximum is
-    refined by Brent's bounded search in log theta between its grid neighbours (to a bracket of
-    width ``tol``; only L itself is compiled, no gradient). ``ard=True``: multi-start bounded
-    L-BFGS in log theta_d from the isotropic optimum and ``n_starts - 1`` random starts in the
-    grid box (drawn with ``key``, default key 0; ``tol`` bounds the projected gradient).
-    ``learn_tau2=True`` also maximises over tau2, which is unbounded for m > D (spec §8.6):
-    it warns when tau2 reaches its lower bound or theta its upper bound. ``convention``,
-    ``volume``, ``nu``, ``eta``, ``center``, ``r_scale``: see :class:`SEPseudolikelihood`.
+    The criterion (Flaxman et al. 2016, eq. 15, with the corrections described in the BKE guide) is often
+    multimodal: every grid-local maximum is refined and reported, not only the best.
+
+    Args:
+        X: (n, D) points entering the likelihood.
+        Z: (m, D) inducing points, none of them in X (see :func:`bayeskern.bke.hold_out_inducing`).
+        tau2: the fixed noise variance tau^2 > 0.
+        grid: lengthscales to evaluate (default :func:`log_grid`: 161 points on [median/100, 3 median]); each
+            grid-local maximum is refined by Brent's bounded search in log theta between its neighbours.
+        ard: one lengthscale per dimension: multi-start bounded L-BFGS in log theta_d from the isotropic optimum
+            and ``n_starts - 1`` random starts in the grid box (drawn with ``key``, default key 0).
+        learn_tau2: also maximise over tau2, which is unbounded for m > D (warns when it runs to a bound).
+        n_starts: ARD starts.
+        key: PRNG key for the ARD starts.
+        tol: width of the final bracket (isotropic) or projected-gradient tolerance (ARD).
+        convention: ``"exact"`` (default) or a reproduction convention of the paper's Stan program, see
+            :class:`bayeskern.bke.SEPseudolikelihood`.
+        volume: how the log-volume term is computed (``"closed"`` or ``"autodiff"``; None drops it).
+        nu: the measure of the prior covariance, ``"lebesgue"`` or ``"gaussian"``.
+        eta: scale of the Gaussian measure.
+        center: centre of the Gaussian measure.
+        r_scale: ``"exact"`` or ``"unit"`` scale of the prior covariance.
+
+    Returns:
+        Type2Result: the optimum ``lengthscale`` (scalar, or (D,) with ``ard``), its ``log_likelihood``, ``tau2``,
+        all ``local_maxima`` (best first), the ``grid`` and ``curve``, and the point counts ``m``, ``n``.
+
+    Raises:
+        ValueError: for non-finite inputs, m < D, or inducing points that are also points of X.
+        RuntimeError: when float64 is off.
+
+    Examples:
+        >>> import jax, numpy as np, bayeskern as bk
+        >>> from bayeskern.bke import hold_out_inducing
+        >>> from bayeskern.inference import fit_type2
+        >>> XP, XQ = bk.datasets.normal_vs_laplace(100, seed=0)
+        >>> X, Z = hold_out_inducing(np.vstack([XP, XQ]), jax.random.key(0), m=10)
+        >>> fit = fit_type2(X, Z)
+        >>> fit.m, fit.n, bool(0 < fit.lengthscale < 10)
+        (10, 190, True)
     """
     tau2 = float(check_positive(tau2, "tau2"))
     objective = SEPseudolikelihood.build(X, Z, convention=convention, volume=volume, nu=nu, eta=eta, center=center,
@@ -172,8 +202,8 @@ def _fit_tau2(objective, tau2, starts, rho_lo, rho_hi, tol):
     tau2_hat, theta_hat = float(np.exp(t)), np.exp(np.asarray(r))
     if float(t) <= t_lo + 1e-3 or np.any(np.asarray(r) >= rho_hi - 1e-3):
         warnings.warn(f"joint (theta, tau2) optimisation ran to the boundary (theta = {theta_hat}, tau2 = {tau2_hat:.3g}): "
-                      "the BKE pseudolikelihood is unbounded along theta -> inf, tau2 ~ theta^-4 for m > D "
-                      "(spec bke.md §8.6); fix tau2 instead", RuntimeWarning, stacklevel=3)
+                      "the BKE pseudolikelihood is unbounded along theta -> inf, tau2 ~ theta^-4 for m > D; "
+                      "fix tau2 instead", RuntimeWarning, stacklevel=3)
     theta_out = float(theta_hat) if theta_hat.ndim == 0 else theta_hat
     return dict(lengthscale=theta_out, tau2=tau2_hat, log_likelihood=value)
 
@@ -181,7 +211,7 @@ def _fit_tau2(objective, tau2, starts, rho_lo, rho_hi, tol):
 def tau2_profile(X, Z, lengthscales, *, tau2_bounds=(1e-14, 1e4), convention: str = "exact"):
     """max over tau2 of L(theta, tau2) at each lengthscale: (values, tau2_star), both (len(lengthscales),).
 
-    The diagnostic of spec §8.6: for m > D this profile grows like 2 (m - D) n log theta.
+    The non-identifiability diagnostic: for m > D this profile grows like 2 (m - D) n log theta.
     """
     objective = SEPseudolikelihood.build(X, Z, convention=convention)
     lo, hi = np.log(tau2_bounds[0]), np.log(tau2_bounds[1])

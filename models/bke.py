@@ -1,4 +1,4 @@
-"""The Bayesian kernel embedding model of kernel hyperparameters as a NumPyro model (spec bke.md §8, §11)."""
+"""The Bayesian kernel embedding model of kernel hyperparameters as a NumPyro model."""
 
 import warnings
 
@@ -13,7 +13,7 @@ __all__ = ["bke_model", "TAU2_PRIOR_WARNING"]
 
 TAU2_PRIOR_WARNING = ("tau2_prior='gamma11' samples tau2 with the paper's Gamma(1, 1) prior: for m > D the BKE "
                       "pseudolikelihood grows without bound along theta -> inf, tau2 ~ theta^-4, so the posterior "
-                      "mode sits near theta ~ 2 (m - D) n (spec bke.md §8.6). Use it to reproduce the paper only.")
+                      "mode sits near theta ~ 2 (m - D) n. Use it to reproduce the paper only.")
 
 
 def bke_model(X, Z, *, tau2=1.0, tau2_prior=None, lengthscale_prior=None, ard: bool = False,
@@ -23,7 +23,8 @@ def bke_model(X, Z, *, tau2=1.0, tau2_prior=None, lengthscale_prior=None, ard: b
     X: (n, D) likelihood points; Z: (m, D) held-out inducing points (``bayeskern.bke.hold_out_inducing``).
     Sites: ``lengthscale`` (scalar, or (D,) with ``ard=True``; prior ``lengthscale_prior``, default
     the paper's Gamma(1, 1)), deterministic ``log_lengthscale``, and ``tau2`` when ``tau2_prior`` is
-    ``"gamma11"`` or a NumPyro distribution (tau2 is fixed by default: spec §8.6). A prebuilt
+    ``"gamma11"`` or a NumPyro distribution (tau2 is fixed by default: for m > D the pseudolikelihood is unbounded along theta -> inf,
+    tau2 ~ theta^-4). A prebuilt
     ``objective`` (SEPseudolikelihood) skips re-validating X and Z on every trace.
     """
     if objective is None:

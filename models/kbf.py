@@ -1,4 +1,4 @@
-"""A NumPyro model of the kernel Bayes filter's hyperparameters (spec kbr.md §7; a library extension)."""
+"""A NumPyro model of the kernel Bayes filter's hyperparameters (a library extension of Xu et al. 2022)."""
 
 from functools import partial
 from typing import NamedTuple
@@ -45,7 +45,7 @@ class FilterSplit(NamedTuple):
 
 def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landmarks: int | None = None,
                          landmark_scale: float = 0.5) -> FilterSplit:
-    """Split one training trajectory as in spec §6.4: V = min(n_val, T // 2) validation steps at the end.
+    """Split one training trajectory as :func:`bayeskern.kbr.tune_kbf` does: V = min(n_val, T // 2) validation steps at the end.
 
     ``num_landmarks = p`` also picks p observation landmarks among the fit observations (pivoted Cholesky at
     bandwidth ``landmark_scale`` x median): :func:`kbf_hyper_model` then builds its filters on Nystrom features,
@@ -69,7 +69,7 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landm
 def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, lam_c=None,
                    progress_bar: bool = False) -> FilterSplit:
     """Compress the fit trajectory's T_fit - 1 transitions z_t -> (z_{t+1}, x_{t+1}) to m triples by ACKIP
-    (spec compression.md §5.3: the compressed conditional mean embedding of (z', x') given z fits the data's), so
+    (the compressed conditional mean embedding of (z', x') given z fits the data's), so
     that :func:`kbf_hyper_model` builds its filters on m atoms: O(m^3) per NUTS gradient instead of O(T_fit^3).
 
     Validation pairs and the fit medians (the bandwidth units) are kept; landmarks are dropped.
@@ -94,7 +94,7 @@ def _normal(name, method=None):
 
 def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0, burn_in: int = 10,
                     tie_transition: bool = True, smooth_truncation: float | None = 1e-3):
-    """Posterior over (log c_x, log c_z, log lam, log eta, log s) of a kernel Bayes filter (spec §7).
+    """Posterior over (log c_x, log c_z, log lam, log eta, log s) of a kernel Bayes filter.
 
     Builds the filter on ``split``'s fit pairs (bandwidths c * fit median), runs it over the validation
     observations and scores the filtered means with tau * sum_t log N(z_t; z^_t, s^2 I) after ``burn_in``

@@ -1,4 +1,4 @@
-"""BKE prior covariance, Kronecker likelihood and log-volume: identities and spec §16 reference values."""
+"""BKE prior covariance, Kronecker likelihood and log-volume: identities and independent reference values."""
 
 import itertools
 
@@ -42,7 +42,7 @@ def test_reference_values_16_1(ref_problem):
 
 
 def _as_printed_fixed(K, R, tau2):
-    """Appendix B with both defects of spec §10.3c fixed: eigenvalue n on its own eigenvector, row-major weights."""
+    """Appendix B with both of its defects fixed: eigenvalue n on its own eigenvector, row-major weights."""
     m, n = K.shape
     e1, Q1 = np.linalg.eigh(np.ones((n, n)))
     e2, Q2 = np.linalg.eigh(R)
@@ -60,7 +60,7 @@ def test_reference_values_16_6_stan_as_printed(ref_problem):
     correct = float(kron_loglik(K, R, 0.5)) + 0.5 * m * n * np.log(2 * np.pi)
     assert correct == pytest.approx(2.401692009372, abs=1e-9)
     # The printed program's value depends on the null-space basis LAPACK returns for eigh(1 1^T):
-    # the spec's 1.085686879814 came from another LAPACK build; ours (OpenBLAS, ascending) gives 1.1239.
+    # an independent reference's 1.085686879814 came from another LAPACK build; ours (OpenBLAS, ascending) gives 1.1239.
     # Check the emulation against an independent NumPy transcription with the same basis instead.
     printed = float(kron_loglik_as_printed(K, R, 0.5))
     _, Q1 = np.linalg.eigh(np.ones((n, n)))

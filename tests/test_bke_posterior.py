@@ -1,4 +1,4 @@
-"""BKE embedding and witness posteriors for fixed hyperparameters (spec §5–7, invariants 8–10)."""
+"""BKE embedding and witness posteriors for fixed hyperparameters."""
 
 import jax
 import numpy as np

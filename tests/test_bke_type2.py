@@ -1,4 +1,4 @@
-"""Type-II ML (BKL) of the BKE pseudolikelihood: spec §16.4-16.5 reference values, §8.6 tau2 ridge, ARD."""
+"""Type-II ML (BKL) of the BKE pseudolikelihood: independent reference values, the tau2 ridge, ARD."""
 
 import warnings
 
@@ -14,7 +14,7 @@ from bayeskern.kernels import median_heuristic
 
 
 def _grid_of_gaussians(seed=1, m=100):
-    """Spec §16.4 data: default_rng(seed), P then Q (eps = 2), then a permutation of the pool."""
+    """Grid-of-Gaussians reference data: default_rng(seed), P then Q (eps = 2), then a permutation of the pool."""
     rng = np.random.default_rng(seed)
     P, Q = blobs(2.0, seed=rng)
     pool = np.vstack([P, Q])
@@ -23,7 +23,7 @@ def _grid_of_gaussians(seed=1, m=100):
 
 
 def _normal_laplace(n, m=10):
-    """Spec §16.5 data: default_rng(2), xp then xq, then a permutation of the pool."""
+    """1-D normal-vs-Laplace reference data: default_rng(2), xp then xq, then a permutation of the pool."""
     rng = np.random.default_rng(2)
     xp, xq = normal_vs_laplace(n, seed=rng)
     pool = np.vstack([xp, xq])
@@ -36,7 +36,7 @@ def gaussians():
     return _grid_of_gaussians()
 
 
-@pytest.mark.slow  # spec reference reproduction (suite time); runs with pytest -m slow
+@pytest.mark.slow  # reference reproduction (suite time); runs with pytest -m slow
 def test_reference_16_4_type2_grid_of_gaussians(gaussians):
     X, Z = gaussians
     assert float(median_heuristic(X, Z)) == pytest.approx(19.9586, abs=1e-4)
@@ -74,7 +74,7 @@ def test_reference_16_5_type2_normal_vs_laplace(n, exact, stan):
 def test_reference_16_5_tau2_profile_is_unbounded_for_m_greater_than_d():
     X, Z = _normal_laplace(50, m=10)
     values, tau2_star = tau2_profile(X, Z, [1.0, 10.0, 100.0])
-    # optimiser outputs: spec §15.2 asks for 1%; at theta = 100, tau2_star / n ~ 3e-10 sits at the jitter scale
+    # optimiser outputs: 1% is asked; at theta = 100, tau2_star / n ~ 3e-10 sits at the jitter scale
     np.testing.assert_allclose(values, [-189.4, 2197.7, 5888.1], rtol=1e-3)
     # the reference maximised over tau2 more coarsely: our maxima are never lower, the maximisers are close
     assert np.all(values >= np.array([-189.4, 2197.7, 5888.1]) - 0.05)

@@ -184,8 +184,8 @@ def test_jdl_validates_fits_and_reads_off_conditional_means(tmp_path):
     np.testing.assert_array_equal(np.asarray(model.conditional_expectation(table[:, :1]).mean)[:, 0], table[:, 1])
 
 
-def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
-    """The validation score is E(h) (spec jdl.md §2.3) on the held-out pairs, minus v (their number)."""
+def test_jdl_held_out_loss_equals_the_estimation_loss_minus_v():
+    """The validation score is E(h) on the held-out pairs, minus v (their number)."""
     from bayeskern import RBF
     from bayeskern.jdl import fit_jdl, held_out_ratio_loss
 
@@ -196,8 +196,8 @@ def test_jdl_held_out_loss_equals_the_spec_loss_minus_v():
     xv, yv = x[40:], y[40:]
     v = len(xv)
     h = np.array([[float(model.density_ratio(xv[i:i + 1], yv[j:j + 1])[0]) - 1 for j in range(v)] for i in range(v)])
-    spec = np.sum((v * np.eye(v) - 1 - h) ** 2) / v**2
-    assert held_out_ratio_loss(model, xv, yv) == pytest.approx(spec - v, rel=1e-10, abs=1e-10)
+    loss = np.sum((v * np.eye(v) - 1 - h) ** 2) / v**2
+    assert held_out_ratio_loss(model, xv, yv) == pytest.approx(loss - v, rel=1e-10, abs=1e-10)
 
 
 @pytest.mark.parametrize("argv, message", [

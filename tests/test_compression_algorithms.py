@@ -1,4 +1,4 @@
-"""Compression algorithms (spec compression.md §5-§8, §12: I-2, I-3, I-9, I-10, I-15) and their results."""
+"""Compression algorithms and their results."""
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ def _pool_run(method, x, y, m, **kw):
 
 
 def _jmmd2_brute(x, y, cx, cy):
-    """(2.1) by explicit sums over the stacked sample with weights 1/n and -1/m."""
+    """JMMD^2 by explicit sums over the stacked sample with weights 1/n and -1/m."""
     z, w = np.vstack([x, cx]), np.concatenate([np.full(len(x), 1 / len(x)), np.full(len(cx), -1 / len(cx))])
     v = np.vstack([y, cy])
     K = np.exp(-np.sum((z[:, None] - z[None]) ** 2, -1) / (2 * 0.8**2))

@@ -1,4 +1,4 @@
-"""Exact Gaussian setting, test functions and data sets of the compression spec (§9, §10; I-12, I-13)."""
+"""Exact Gaussian setting, test functions and data sets used by the compression algorithms."""
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ def test_closed_form_expectations_match_monte_carlo():
 
 
 def test_exact_amcmd2_and_the_tower_identity_agree_with_quadrature():
-    s = eg.GaussianSetting()  # spec defaults, d = 1
+    s = eg.GaussianSetting()  # defaults, d = 1
     rng = np.random.default_rng(3)
     cx, cy = rng.standard_normal((6, 1)), rng.standard_normal((6, 1))
     lam, m = 1e-3, 6
@@ -104,9 +104,9 @@ def test_quadrature_truth_equals_the_exact_amcmd2():
     assert float(truth) == pytest.approx(float(eg.exact_amcmd2(jnp.asarray(cx), jnp.asarray(cy), s, 1e-3)), abs=1e-8)
 
 
-@pytest.mark.slow  # spec reference reproduction (suite time); runs with pytest -m slow
+@pytest.mark.slow  # reference reproduction (suite time); runs with pytest -m slow
 def test_a7_exact_setting_ackip_beats_jkip_beats_random():
-    """Spec §11 A7 (reference §13: 0.289 / 0.163 / 0.020 at m = 8): ACKIP < JKIP < Random in exact AMCMD^2."""
+    """Exact Gaussian setting (reference 0.289 / 0.163 / 0.020 at m = 8): ACKIP < JKIP < Random in exact AMCMD^2."""
     s = eg.GaussianSetting()
     for m in (8, 16):
         random = np.mean([float(eg.exact_amcmd2(*eg.sample(s, m, jax.random.key(100 + i)), s, 1e-3)) for i in range(20)])

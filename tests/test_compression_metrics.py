@@ -1,4 +1,4 @@
-"""Compression metrics and objectives against brute force (spec compression.md §12, I-1 and I-4 to I-8, I-14)."""
+"""Compression metrics and objectives against brute force."""
 
 import jax
 import jax.numpy as jnp
@@ -59,10 +59,10 @@ def test_tower_kcd2_equals_a_pointwise_brute_force_and_the_regression_form(probl
     F = float(kcd2_tower((x, y), (cx, cy), kx, ky, lam_c))
     assert float(kcd2_tower((x, y), (cx, cy), kx, ky, lam_c, lam_p)) == pytest.approx(self_term - 2 * cross + norm,
                                                                                          abs=1e-10)
-    # I-5: F is the unregularised H_l regression loss of the compressed KCME, minus the mean of l(y_i, y_i)
+    # F is the unregularised H_l regression loss of the compressed KCME, minus the mean of l(y_i, y_i)
     regression = np.mean([alpha[:, i] @ Lcc @ alpha[:, i] - 2 * alpha[:, i] @ Lcy[:, i] + 1.0 for i in range(n)])
     assert F == pytest.approx(regression - 1.0, abs=1e-10)
-    # I-6: plug-in minus tower = 2 lam_P tr(A_P L_YC W K_CX)
+    # plug-in minus tower = 2 lam_P tr(A_P L_YC W K_CX)
     plug_in = float(amcmd2((x, y), (cx, cy), x, kx, ky, lam_p, lam_c))
     A_p = np.linalg.inv(rbf(x, x, 0.9) + n * lam_p * np.eye(n))
     W0 = np.linalg.inv(rbf(cx, cx, 0.9) + m * lam_c * np.eye(m))
@@ -131,7 +131,7 @@ def test_objective_gradients_match_finite_differences_and_the_analytic_formulas(
         fd = _central_difference(fn, cx, cy)
         for a, f in zip(auto, fd):
             np.testing.assert_allclose(np.asarray(a), f, rtol=1e-6, atol=1e-9)
-    # analytic JKIP gradient (spec §5.2)
+    # analytic JKIP gradient
     P = rbf(cx, cx, lx) * rbf(cy, cy, ly)
     R = rbf(cx, x, lx) * rbf(cy, y, ly)
     gx = (-2 / (m**2 * lx**2) * np.einsum("jk,jkd->jd", P, cx[:, None] - cx[None])
@@ -140,7 +140,7 @@ def test_objective_gradients_match_finite_differences_and_the_analytic_formulas(
     gy = (-2 / (m**2 * ly**2) * np.einsum("jk,jkd->jd", P, cy[:, None] - cy[None])
           + 2 / (n * m * ly**2) * np.einsum("ji,jid->jd", R, cy[:, None] - y[None]))
     np.testing.assert_allclose(np.asarray(_grads(J, cx, cy)[1]), gy, rtol=1e-8)
-    # analytic ACKIP gradient (spec §5.3) through the matrix derivatives and the RBF chain rule
+    # analytic ACKIP gradient through the matrix derivatives and the RBF chain rule
     Kcc, Kcx = rbf(cx, cx, lx), rbf(cx, x, lx)
     W = np.linalg.inv(Kcc + (m * lam + JITTER) * np.eye(m))
     A = W @ Kcx

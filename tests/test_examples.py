@@ -8,9 +8,9 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module_spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
     return module
 
 
@@ -31,7 +31,7 @@ def test_grid_of_gaussians_example_runs(tmp_path):
 
 @pytest.mark.slow
 def test_acceptance_grid_of_gaussians_bkl_beats_the_median_heuristic(tmp_path):
-    """Issue acceptance 3 / spec §13.1: at eps = 2 BKL's type-II error < 0.35, the median heuristic's > 0.9."""
+    """Flaxman et al. (2016, Section 5.1): at eps = 2 BKL's type-II error < 0.35, the median heuristic's > 0.9."""
     example = _load("bke_grid_of_gaussians")
     fit, median, rates = example.main(tmp_path, reps=20, permutations=200, eps_values=(2.0,), mesh=60)
     assert 0.75 <= fit.lengthscale <= 0.95 and median == pytest.approx(20, abs=0.5)
@@ -40,7 +40,7 @@ def test_acceptance_grid_of_gaussians_bkl_beats_the_median_heuristic(tmp_path):
 
 @pytest.mark.slow
 def test_acceptance_witness_posterior_1d(tmp_path):
-    """Issue acceptance 4 / spec §13.2: 4 NUTS chains converge; the band excludes 0 far more at n = 400."""
+    """Flaxman et al. (2016, Section 5.2): 4 NUTS chains converge; the band excludes 0 far more at n = 400."""
     results = _load("bke_witness_1d").main(tmp_path, progress_bar=False)
     for mcmc, _, _ in results.values():
         assert mcmc.diagnostics.max_rhat < 1.01 and mcmc.diagnostics.divergences == 0
@@ -75,7 +75,7 @@ def test_kbr_examples_run(tmp_path):
 
 @pytest.mark.slow
 def test_acceptance_kbr_posterior_mean_iw_beats_original(tmp_path):
-    """Issue 4 acceptance 2 / spec §9 target 1: IW < Original at d = 2, 4, 8 in >= 80% of runs; IW grows with d."""
+    """Xu et al. (2022, Section 5.1): IW < Original at d = 2, 4, 8 in >= 80% of runs; IW grows with d."""
     results = _load("kbr_posterior_mean").main(tmp_path, runs=10, dims=(2, 4, 8))
     iw = [results[d][:, 0].mean() for d in (2, 4, 8)]
     for d in (2, 4, 8):
@@ -86,7 +86,7 @@ def test_acceptance_kbr_posterior_mean_iw_beats_original(tmp_path):
 
 @pytest.mark.slow
 def test_acceptance_kbf_circle_targets(tmp_path):
-    """Spec §9 targets 2-4 (5 runs, T = 500, tuned by §6.4): rotation EKF best and IW <= 1.03 x Original;
+    """Xu et al. (2022, Section 5.2) (5 runs, T = 500, tuned by kbr.tune_kbf): rotation EKF best and IW <= 1.03 x Original;
     oscillatory best KBF <= 1.05 x EKF and IW <= 1.03 x Original; every filter beats the raw observations."""
     results = _load("kbf_circle").main(tmp_path, runs=5)
     ekf, iw, org, raw, jdl = results["rotation"].mean(0)
@@ -98,9 +98,9 @@ def test_acceptance_kbf_circle_targets(tmp_path):
         assert np.all(results[setting][:, :3].mean(0) < results[setting][:, 4].mean())  # dynamics beat E[z | x]
 
 
-@pytest.mark.slow  # about an hour on two CPU cores (IW(NN) trains the §5 network 6 times per run), minutes on a GPU
+@pytest.mark.slow  # about an hour on two CPU cores (IW(NN) trains the image network 6 times per run), minutes on a GPU
 def test_acceptance_kbf_images_learned_features(tmp_path):
-    """Spec §9 target 5 on the stand-ins (3 runs per task, T = 500, §6.4 protocol): MSE(IW(NN)) < MSE(IW) on
+    """Xu et al. (2022, Section 5.3) on the stand-ins (3 runs per task, T = 500, kbr.tune_kbf protocol): MSE(IW(NN)) < MSE(IW) on
     panorama, and the learned features beat both raw-pixel kernel filters on both tasks. The target's other half,
     MSE(IW) < MSE(Original), is a tie on these stand-ins (benchmarks/RESULTS.md, "Experiment 5.3")."""
     results = _load("kbf_images").main(tmp_path, runs=3)
@@ -112,7 +112,7 @@ def test_acceptance_kbf_images_learned_features(tmp_path):
 
 @pytest.mark.slow
 def test_acceptance_compression_heteroscedastic_a1_to_a4(tmp_path):
-    """Compression issue acceptance 2 / spec §11 A1-A4 at CI scale (n_train = 1000, 3 seeds, m = 5..30)."""
+    """Broadbent et al. (2025) orderings at CI scale (n_train = 1000, 3 seeds, m = 5..30)."""
     ms = (5, 10, 20, 30)
     results = _load("compression_heteroscedastic").main(tmp_path, seeds=(0, 1, 2), ms=ms)
     med = lambda method, m, metric: np.median([r[method][m][metric] for r in results])
@@ -133,7 +133,7 @@ def test_acceptance_compression_heteroscedastic_a1_to_a4(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("n, reps", [(1000, 2), (10_000, 1)])
 def test_acceptance_jdl_second_moments_structure(tmp_path, n, reps):
-    """JDL issue acceptance 3: 5.1 at n = 1e3 and 1e4, d = 1, 2, 3 — the hard gates of spec §14.2 on test points."""
+    """JDL issue acceptance 3: 5.1 at n = 1e3 and 1e4, d = 1, 2, 3 — hard structural gates on test points."""
     results = _load("jdl_second_moments").main(tmp_path, dims=(1, 2, 3), n=n, reps=reps)
     for d, runs in results.items():
         for r in runs:
@@ -147,8 +147,8 @@ def test_acceptance_jdl_second_moments_structure(tmp_path, n, reps):
 
 @pytest.mark.slow
 def test_acceptance_jdl_classification_structure(tmp_path):
-    """JDL issue, experiment 5.2 (spec §13.5, P9): constrained JDL gives proper probabilities (no negative
-    probability, no undefined conditional) and, shrunk towards independence (§14.3), stays at the base rate's
+    """JDL issue, experiment 5.2: constrained JDL gives proper probabilities (no negative
+    probability, no undefined conditional) and, shrunk towards independence (see the JDL guide), stays at the base rate's
     loss; every model's loss (32) is finite."""
     results = _load("jdl_classification").main(tmp_path, dims=(1, 5), n=1000, reps=2)
     for runs in results.values():

@@ -1,4 +1,4 @@
-"""JDL data generators and metrics: spec jdl.md §15 items 21-23."""
+"""JDL data generators and metrics."""
 
 import jax
 import numpy as np

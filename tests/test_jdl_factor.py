@@ -1,4 +1,4 @@
-"""Algorithm 1 (pivoted Cholesky, bi-orthogonal basis) and the double-orthogonal rotation: spec jdl.md §4.3, §5."""
+"""Algorithm 1 (pivoted Cholesky, bi-orthogonal basis) and the double-orthogonal rotation."""
 
 import jax
 import numpy as np
@@ -93,7 +93,7 @@ class _CountingRBF(RBF):
 
 
 def test_algorithm_1_calls_the_column_oracle_exactly_m_times(rng):
-    """Spec §15 item 5: one column per pivot and no call that forms K, across a buffer doubling (m > 64)."""
+    """One column per pivot and no call that forms K, across a buffer doubling (m > 64)."""
     X = rng.uniform(-3, 3, (300, 2))
     _CountingRBF.calls.clear()
     factor = pivoted_cholesky(_CountingRBF(0.4), X, tol=1e-6)
@@ -104,7 +104,7 @@ def test_algorithm_1_calls_the_column_oracle_exactly_m_times(rng):
 
 
 def test_factorisation_and_fit_are_deterministic(rng):
-    """Spec §15 item 24: the same inputs give identical pivots, rank and solution, bit for bit."""
+    """The same inputs give identical pivots, rank and solution, bit for bit."""
     X, Y = rng.standard_normal((200, 2)), rng.standard_normal((200, 1))
     runs = [fit_jdl(X, Y, RBF(0.7), RBF(0.9), 1e-4, constraint="data_box", tol=1e-4) for _ in range(2)]
     assert np.array_equal(np.asarray(runs[0].basis_x.pivots), np.asarray(runs[1].basis_x.pivots))

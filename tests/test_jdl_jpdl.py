@@ -1,4 +1,4 @@
-"""Polynomial JPDL: spec jdl.md §9 and §15 item 19."""
+"""Polynomial JPDL (Filipović et al. 2021, Appendix B)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Fitted JDL models, low-rank CME and KLR: spec jdl.md §15 items 15-20."""
+"""Fitted JDL models, low-rank CME and KLR."""
 
 import dataclasses
 
@@ -86,7 +86,7 @@ def test_kernel_bound_is_positive_everywhere(sample, rng):
     model = fit_jdl(None, None, None, None, 1e-7, constraint="kernel_bound", bases=bases)
     far = lambda size: rng.standard_normal((size, 2)) * rng.choice([0.5, 2.0, 6.0], (size, 1))  # noqa: E731
     assert float(model.density_ratio(far(4000), far(4000)).min()) >= -1e-12
-    assert float(jnp.abs(jnp.asarray(model.H)).sum()) <= 1.0 + 1e-12  # the l1 ball of spec §6.4
+    assert float(jnp.abs(jnp.asarray(model.H)).sum()) <= 1.0 + 1e-12  # the l1 ball of the kernel bound
 
 
 def test_zero_denominators_are_flagged_not_divided(sample):

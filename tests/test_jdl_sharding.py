@@ -1,4 +1,4 @@
-"""Row-sharded JDL on two forced CPU host devices gives the unsharded result (spec jdl.md, scaling)."""
+"""Row-sharded JDL on two forced CPU host devices gives the unsharded result."""
 
 import subprocess
 import sys

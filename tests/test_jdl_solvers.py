@@ -1,4 +1,4 @@
-"""Low-rank JDL problem and solvers against the full n^2 problem and a generic QP: spec jdl.md §15 items 9-14."""
+"""Low-rank JDL problem and solvers against the full n^2 problem and a generic QP."""
 
 import jax.numpy as jnp
 import jaxopt
@@ -30,7 +30,7 @@ def _full_objective(H, K_x, K_y, lam):
 
 
 def _full_solutions(K_x, K_y, lam):
-    """§3.1 reference: (lam I + K_X (x) K_Y / n^2) vec H = rhs, unconstrained and normalised; grid values."""
+    """Small-n reference: (lam I + K_X (x) K_Y / n^2) vec H = rhs, unconstrained and normalised; grid values."""
     n = K_x.shape[0]
     system = lam * np.eye(n * n) + np.kron(K_x, K_y) / n**2
     E = np.ones((n, n))
@@ -57,7 +57,7 @@ def test_reduced_objective_equals_full_objective_and_loss_identity(rng):
 
 
 def test_low_rank_solution_converges_to_the_full_problem(rng):
-    """ε -> 0 at n = 40: grid values of the unconstrained and normalised solutions -> the n^2 solution (§15 item 11)."""
+    """ε -> 0 at n = 40: grid values of the unconstrained and normalised solutions -> the n^2 solution."""
     n, lam = 40, 1e-3
     X, Y = _sample(rng, n)
     kx, ky = RBF(1.0), RBF(1.0)
@@ -105,7 +105,7 @@ def test_box_bounds_are_extremes_of_endpoint_products_and_lemma_4_3(rng):
 
 
 def _split_qp(W, Gamma, S, lo, hi):
-    """The split QP of spec §7.4 solved by jaxopt's OSQP: z = [h+; h-] >= 0."""
+    """The split QP (H = h+ - h-) solved by jaxopt's OSQP: z = [h+; h-] >= 0."""
     N = W.size
     w, gamma, s, clo, chi = (a.ravel() for a in (W, Gamma, S, lo, hi))
     D = np.diag(w)
@@ -129,7 +129,7 @@ def test_exact_dual_matches_a_generic_qp_and_kkt(rng, normalise):
     lo, hi = (np.asarray(c) for c in box_bounds(b.basis_x, b.basis_y))
     sol = solve_positive(p, lo, hi, normalise=normalise)
     W, Gamma, S = (np.asarray(a) for a in (p.W, p.Gamma, p.S))
-    assert sol.nu > 0  # the tightening is active (spec §14.3)
+    assert sol.nu > 0  # the tightening is active
     assert 0 <= sol.positivity <= 1e-12
     if normalise:
         assert sol.normalisation <= 1e-10

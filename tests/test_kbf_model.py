@@ -1,4 +1,4 @@
-"""The NumPyro model of the kernel Bayes filter's hyperparameters and posterior predictive filtering (spec kbr.md §7)."""
+"""The NumPyro model of the kernel Bayes filter's hyperparameters and posterior predictive filtering."""
 
 import importlib.util
 from pathlib import Path
@@ -109,14 +109,14 @@ def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
 
 @pytest.mark.slow  # about 13 minutes on two CPU cores
 def test_acceptance_nuts_on_rotation_converges_and_its_bands_cover(monkeypatch):
-    """Issue 4 acceptance 4 (the benchmarks/bench_kbf_nuts.py run; spec §8.2 rotation, T = 300, V = 100, 40
+    """Issue 4 acceptance 4 (the benchmarks/bench_kbf_nuts.py run; rotation dynamics, T = 300, V = 100, 40
     Nystrom landmarks, 2 x (300 + 300) NUTS draws): R-hat < 1.05, divergences < 5 %, Bayesian-averaged MSE <=
     1.05 x the grid-search filter's, 90 % predictive-band coverage in [0.80, 0.97]."""
     benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
     monkeypatch.syspath_prepend(str(benchmarks))
-    spec = importlib.util.spec_from_file_location("bench_kbf_nuts", benchmarks / "bench_kbf_nuts.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    module_spec = importlib.util.spec_from_file_location("bench_kbf_nuts", benchmarks / "bench_kbf_nuts.py")
+    bench = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(bench)
     out = bench.run(log=lambda line: None)
     d = out["diagnostics"]
     assert d.max_rhat < 1.05 and d.divergences < 0.05 * d.num_draws

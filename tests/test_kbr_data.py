@@ -1,4 +1,4 @@
-"""Generated KBR data: the §8.3 image stand-ins and the circular dynamics."""
+"""Generated KBR data: the image stand-ins and the circular dynamics."""
 
 import jax
 import numpy as np

@@ -1,4 +1,4 @@
-"""Random Fourier features and adaptive observation features: spec kbr.md §1 and §10 item 15."""
+"""Random Fourier features and adaptive observation features."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""KuLSIF LOO, the kernel Bayes filter and its baselines: spec kbr.md §10 items 9-13, 16."""
+"""KuLSIF LOO, the kernel Bayes filter and its baselines."""
 
 import jax
 import jax.numpy as jnp
@@ -10,7 +10,7 @@ from bayeskern.kernels import RBF
 
 
 def _brute_force_loo(Z, U, alpha, eta, kz, L):
-    """Refit KuLSIF without pair i (data z_i and atom u_i), evaluate the untruncated ratio at both, eq. (3.1)."""
+    """Refit KuLSIF without pair i (data z_i and atom u_i), evaluate the untruncated ratio at both."""
     n = Z.shape[0]
     rho, nu = [], []
     for i in range(L):
@@ -179,7 +179,7 @@ def test_ekf_jacobian_equals_finite_differences(amp_phase, rng):
 
 
 def test_kalman_limit_of_the_filter():
-    """§10.13: MSE(KBF) / MSE(Kalman) falls from T = 100 to T = 400 and is <= 1.25 at T = 400."""
+    """Linear-Gaussian check: MSE(KBF) / MSE(Kalman) falls from T = 100 to T = 400 and is <= 1.25 at T = 400."""
     ratios = {}
     for T in (100, 400):
         r = []

@@ -1,4 +1,4 @@
-"""Kernel Bayes' rule weights and read-outs: the spec kbr.md §10 identities on small problems."""
+"""Kernel Bayes' rule weights and read-outs: identities on small problems."""
 
 import jax
 import jax.numpy as jnp
@@ -32,7 +32,7 @@ def test_kulsif_gram_form_equals_operator_form(rng):
     gamma = kbr.kulsif_gamma(Phi @ Phi.T, Phi @ Phi_U.T @ p["alpha"], eta)
     operator = Phi @ np.linalg.solve(Phi.T @ Phi / n + eta * np.eye(Phi.shape[1]), Phi_U.T @ p["alpha"])
     np.testing.assert_allclose(gamma, operator, rtol=1e-10, atol=1e-10)
-    # eq. (3.1) at the data reproduces gamma
+    # the ratio function at the data reproduces gamma
     r = kbr.kulsif_ratio(p["G_Z"], p["K_ZU"], p["alpha"], kbr.kulsif_gamma(p["G_Z"], p["K_ZU"] @ p["alpha"], eta), eta)
     np.testing.assert_allclose(r, kbr.kulsif_gamma(p["G_Z"], p["K_ZU"] @ p["alpha"], eta), rtol=1e-9)
 
@@ -77,7 +77,7 @@ def test_original_forms_agree(rng):
 
 
 def test_truncated_factor_equals_dense_original_kbr_on_a_300_point_filtering_problem():
-    """Spec §10 item 3: the truncated eigen-factor (rank << n) against the untruncated factor and the literal
+    """The truncated eigen-factor (rank << n) against the untruncated factor and the literal
     dense formula on the 5.2 rotation data, posterior means to 1e-8 relative."""
     seq = kbr.data.circle_dynamics(300, jax.random.key(0), T_test=50, setting="rotation")
     X, Z = np.asarray(seq.X), np.asarray(seq.Z)

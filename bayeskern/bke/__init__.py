@@ -1,4 +1,4 @@
-"""Bayesian kernel embeddings (Flaxman et al.; spec bke.md): prior, pseudolikelihood, posteriors."""
+"""Bayesian kernel embeddings (Flaxman et al.): prior, pseudolikelihood, posteriors."""
 
 from .convolved import ConvolvedSE
 from .inducing import default_num_inducing, herding_inducing, hold_out_inducing

@@ -1,4 +1,4 @@
-"""The BKE prior covariance r(x, y) = int k(x, u) k(u, y) nu(du) for squared-exponential k (spec bke.md §3)."""
+"""The BKE prior covariance r(x, y) = int k(x, u) k(u, y) nu(du) for squared-exponential k."""
 
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
@@ -26,7 +26,7 @@ class ConvolvedSE(Kernel):
     H = eta^2 I (``eta``) or a full SPD ``H``; r gains the factor
     |I + Sigma H^{-1} / 2|^{-1/2} exp(-(s - c)^T (Sigma / 2 + H)^{-1} (s - c) / 2), s = (x + y) / 2,
     and ``nu_normalised=True`` divides by the mass (2 pi)^{D/2} |H|^{1/2} of nu.
-    ``r_scale="unit"`` drops the constant pi^{D/2} |Sigma|^{1/2} (the seed's Appendix B).
+    ``r_scale="unit"`` drops the constant pi^{D/2} |Sigma|^{1/2} (Flaxman et al. 2016, Appendix B).
     """
 
     _leaves = ("base", "eta", "H", "center")

@@ -1,4 +1,4 @@
-"""Inducing points for the BKE pseudolikelihood (spec bke.md §12): a random held-out subset or kernel herding."""
+"""Inducing points for the BKE pseudolikelihood: a random held-out subset or kernel herding."""
 
 from functools import partial
 
@@ -37,7 +37,7 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
                      block_size: int = DEFAULT_BLOCK_SIZE):
     """Kernel herding over X (N, D) for m inducing points, held out of the likelihood like a random subset.
 
-    The spec's "compressed set" rule (bke.md §12): greedily z_{t+1} = argmax over the unused points x of
+    A compressed set as inducing points: greedily z_{t+1} = argmax over the unused points x of
     mu(x) - (sum_{s<=t} k(x, z_s) + k(x, x) / 2) / (t + 1), mu the sample's mean embedding, so the m points
     spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF with lengthscale
     median heuristic x m^(-1/D), the spacing of m points over the sample: a kernel as wide as the median

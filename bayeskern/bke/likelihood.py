@@ -1,4 +1,4 @@
-"""BKE marginal pseudolikelihood: Kronecker-structured Gaussian term and log-volume term (spec bke.md §8–9)."""
+"""BKE marginal pseudolikelihood: Kronecker-structured Gaussian term and log-volume term."""
 
 from functools import partial
 
@@ -54,7 +54,7 @@ def _kron_loglik_from_stats(mu, e2, n, Rzz, tau2, method="cholesky"):
 
 
 def kron_loglik_as_printed(Kzx, Rzz, tau2):
-    """The seed's Appendix B ``kron_multi_normal`` emulated literally (spec §10.3c): NOT a density.
+    """Flaxman et al. (2016), Appendix B ``kron_multi_normal`` emulated literally: NOT a density.
 
     Kzx: (m, n); Rzz: (m, m). Eigenvectors of 1 1^T in LAPACK ascending order with the
     eigenvalue n attached to the first column, and weights indexed (j - 1) n + i against a
@@ -100,7 +100,7 @@ def _se_weights(x, Z, Ls):
 def _se_features_and_log_gamma(X, Z, Ls):
     """K = k(X, Z) (n, m), log sqrt(det J^T J) (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
 
-    Spec §8.5 in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
+    J^T J = sum_l k(x, z_l)^2 Sigma^{-1} (x - z_l)(x - z_l)^T Sigma^{-1} in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
     v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
     overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
     """
@@ -174,7 +174,7 @@ def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str 
 
     ``method="closed"``: log-space closed form for SE kernels (RBF, ARD, RBFFull);
     ``"autodiff"``: forward-mode Jacobian for any differentiable kernel.
-    ``convention="stan"``: 2 log gamma + log(1/2) per point (the seed's Stan program).
+    ``convention="stan"``: 2 log gamma + log(1/2) per point (the Stan program of Flaxman et al. 2016, Appendix B).
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     if method not in ("closed", "autodiff"):
@@ -206,7 +206,7 @@ def check_inducing_points(X, Z):
         if len(np.unique(Zn)) < len(Zn):
             raise ValueError("Z contains duplicated inducing points; they must be distinct (general position)")
         if np.isin(Xn, Zn).any():
-            raise ValueError("some inducing points Z are also points of X: hold them out of the likelihood (spec §12)")
+            raise ValueError("some inducing points Z are also points of X: hold them out of the likelihood")
     return X, Z
 
 
@@ -226,7 +226,7 @@ def log_pseudolikelihood(
     kernel: k_theta; tau2 > 0: noise variance. ``prior_cov`` is r_theta, default
     ``ConvolvedSE(kernel)`` (Lebesgue nu; use ``ConvolvedSE(kernel, nu="gaussian", ...)``
     for other measures, or any kernel for non-SE k). ``convention="stan_conventions"``
-    uses r_scale="unit" and the Stan log-volume (spec §10.3); ``"stan_as_printed"`` also
+    uses r_scale="unit" and the Stan log-volume; ``"stan_as_printed"`` also
     replaces the Gaussian term by :func:`kron_loglik_as_printed` (the literal Appendix B
     program, without the 2 pi constant; reproduction only). Traceable in (kernel, tau2).
     X is streamed in chunks (memory O(chunk x m), never m x n); derivatives in the kernel

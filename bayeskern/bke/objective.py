@@ -1,4 +1,4 @@
-"""The BKE pseudolikelihood for SE kernels as a pure function of the hyperparameters (spec bke.md §8, §11)."""
+"""The BKE pseudolikelihood for SE kernels as a pure function of the hyperparameters."""
 
 from dataclasses import dataclass, field
 
@@ -18,7 +18,7 @@ __all__ = ["SEPseudolikelihood"]
 class SEPseudolikelihood:
     """L(theta, tau2) of eq. (15) on fixed data with an SE kernel k_theta = RBF(lengthscale).
 
-    X: (n, D) points entering the likelihood; Z: (m, D) held-out inducing points (§12).
+    X: (n, D) points entering the likelihood; Z: (m, D) held-out inducing points (none of them in X).
     Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure,
     jit/grad/vmap-able and returns -inf where R_zz + tau2/n I cannot be factorised, so
     optimisers and NUTS reject the point instead of seeing NaN. ``volume=None`` drops the

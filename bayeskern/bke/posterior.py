@@ -1,4 +1,4 @@
-"""Closed-form BKE posterior of the embedding and of the two-sample witness function (spec bke.md §5, §7)."""
+"""Closed-form BKE posterior of the embedding and of the two-sample witness function."""
 
 from functools import partial
 
@@ -69,9 +69,9 @@ def _check_variances(v, prior):
 def embedding_posterior(X, kernel: Kernel, tau2=1.0, *, T=None, prior_cov: Kernel | None = None) -> EmbeddingPosterior:
     """Posterior of the mean embedding of the sample X (n, D) for fixed (theta, tau2).
 
-    Conditions on y = mu_hat(T) with noise tau2 / n (eq. 5); T defaults to X (the seed's
-    choice). prior_cov defaults to ``ConvolvedSE(kernel)``; passing ``kernel`` itself
-    (not a valid RKHS prior) reproduces S-KMSE with lambda = tau2 / n^2 (spec §6).
+    Conditions on y = mu_hat(T) with noise tau2 / n (eq. 5); T defaults to X (as in Flaxman et al.
+    2016, eqs. 7-8). prior_cov defaults to ``ConvolvedSE(kernel)``; passing ``kernel`` itself
+    (not a valid RKHS prior) reproduces S-KMSE with lambda = tau2 / n^2.
     """
     require_x64("embedding_posterior")
     X = as_points(X, "X")
@@ -113,14 +113,43 @@ class WitnessPosterior:
 
 def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, hyper_draws=None, make_kernel=None,
                       band: float = 0.8, key=None, prior_cov=None) -> WitnessPosterior:
-    """Posterior of mu_P - mu_Q (spec §7) on ``grid`` (G, D).
+    """Posterior of the witness function mu_P - mu_Q on a grid, with a pointwise credible band.
 
-    Fixed hyperparameters (``kernel``, ``tau2``): exact Gaussian, mean m_P - m_Q and
-    covariance C_P + C_Q, band from normal quantiles. Hyperparameter draws (``hyper_draws``:
-    dict of arrays with leading dim S, e.g. ``MCMCResult.draws()``): one joint draw of mu_P and
-    mu_Q per hyperparameter draw (needs ``key``), band from empirical quantiles. Each draw
-    becomes ``(RBF(draw["lengthscale"]), draw.get("tau2", tau2))``, or ``make_kernel(draw) ->
-    (kernel, tau2)`` (traceable) for other kernels.
+    mu_P and mu_Q get independent BKE posteriors (noise tau2 / n_P and tau2 / n_Q). With fixed hyperparameters the
+    witness posterior is Gaussian (mean m_P - m_Q, covariance C_P + C_Q) and the band comes from normal
+    quantiles; with hyperparameter draws, each draw contributes one joint sample of mu_P and mu_Q on the grid and
+    the band comes from empirical quantiles.
+
+    Args:
+        XP: (n_P, D) sample of P.
+        XQ: (n_Q, D) sample of Q.
+        kernel: the kernel for fixed hyperparameters (omit with ``hyper_draws``).
+        tau2: noise variance tau^2 > 0.
+        grid: (G, D) evaluation points.
+        hyper_draws: dict of arrays with leading dimension S (e.g. ``MCMCResult.draws()``); each draw becomes
+            ``(RBF(draw["lengthscale"]), draw.get("tau2", tau2))``, or ``make_kernel(draw)``.
+        make_kernel: ``draw -> (kernel, tau2)`` (traceable) for kernels other than the RBF.
+        band: probability mass of the pointwise band, in (0, 1).
+        key: PRNG key; needed with ``hyper_draws``.
+        prior_cov: the prior covariance kernel (default the convolved SE kernel of ``kernel``).
+
+    Returns:
+        WitnessPosterior: ``grid``, ``mean`` (G,), ``lower`` and ``upper`` (G,), the draws (S, G) or the covariance
+        (G, G), and ``fraction_excluding_zero``.
+
+    Raises:
+        ValueError: for samples or a grid of different dimensions, neither ``kernel`` nor ``hyper_draws``, draws
+            without a lengthscale (and no ``make_kernel``), a missing key, or a band outside (0, 1).
+        ArithmeticError: when a witness draw is not finite (a posterior covariance could not be factorised).
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> from bayeskern.bke import witness_posterior
+        >>> rng = np.random.default_rng(0)
+        >>> XP, XQ = rng.normal(-1, 1, (200, 1)), rng.normal(1, 1, (200, 1))
+        >>> post = witness_posterior(XP, XQ, bk.RBF(1.0), grid=np.linspace(-4, 4, 81)[:, None])
+        >>> post.mean.shape, bool(post.mean[20] > 0 > post.mean[60]), bool(post.fraction_excluding_zero > 0.5)
+        ((81,), True, True)
     """
     if not 0 < band < 1:
         raise ValueError(f"band must lie in (0, 1), got {band}")

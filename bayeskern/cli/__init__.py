@@ -9,6 +9,7 @@ arviz netCDF posteriors in the ``--out`` folder. Bad files or arguments give one
 import argparse
 import sys
 
+from .._version import __version__
 from . import compress, filtering, independence, jdl, two_sample
 from ._io import CLIError, load_sample
 
@@ -20,6 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="bayeskern", description="Bayesian kernel embeddings, kernel tests, kernel Bayes filtering, "
         "conditional distribution compression and joint distribution learning on JAX.",
         epilog="'bayeskern COMMAND --help' explains a command's inputs, options and output files.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (two_sample, independence, filtering, compress, jdl):
         module.add_parsers(sub)

@@ -1,4 +1,4 @@
-"""Conditional distribution compression through kernel embeddings (spec compression.md).
+"""Conditional distribution compression through kernel embeddings (Broadbent et al. 2025).
 
 Algorithms (:func:`jkh`, :func:`jkip`, :func:`ackh`, :func:`ackip`) return a :class:`CompressionResult`;
 metrics (:func:`jmmd2`, :func:`amcmd2`, :func:`kcd2_tower`) judge it; :mod:`.exact_gaussian` gives the exact

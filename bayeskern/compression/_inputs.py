@@ -33,7 +33,7 @@ def labelled(x, y, kind: str, names=("x", "y")):
 
 
 def default_kernels(x, y, kind: str, kernel_x, kernel_y, key=None):
-    """RBF kernels with the median heuristic (spec §1: l^2 = median squared distance / 2, <= 1000 points)."""
+    """RBF kernels with the median heuristic (l^2 = median squared distance / 2, on <= 1000 points)."""
     if kernel_x is None:
         kernel_x = RBF(median_heuristic(x, convention="sq", max_points=1000, key=key))
     if kernel_y is None:

@@ -1,7 +1,7 @@
-"""Public compression algorithms: JKH, JKIP, ACKH, ACKIP (spec compression.md §5-§8).
+"""Public compression algorithms: JKH, JKIP, ACKH, ACKIP.
 
-Each takes data in the user's units, standardises it (§1), picks RBF kernels by the median heuristic unless
-given (in standardised units), chooses lambda_C at the compressed-set size unless given (§10.4), and returns a
+Each takes data in the user's units, standardises it (zero mean, unit s.d. per column), picks RBF kernels by the median heuristic unless
+given (in standardised units), chooses lambda_C at the compressed-set size unless given (:func:`select_lambda`), and returns a
 :class:`CompressionResult` with the set in both unit systems, the objective trace and timings. ``mesh=``
 (a 1-D device mesh, :func:`bayeskern.sharding.row_mesh`) splits the data blocks over several devices.
 """
@@ -68,7 +68,7 @@ def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, st
 
 
 def _lambda_c(problem: CompressionProblem, lam_c, m: int, key):
-    """lambda_C as given, or tuned at s = m on a random 10% validation split (spec §10.4)."""
+    """lambda_C as given, or tuned at s = m on a random 10% validation split."""
     if lam_c is not None:
         return check_lambda(lam_c, "lam_c")
     n = problem.n
@@ -147,7 +147,7 @@ def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient
         steps_per_point: int = 100, optimizer=None, lam_c=None, kernel_x=None, kernel_y=None, response=None,
         standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
         mesh=None) -> CompressionResult:
-    """Joint kernel herding (5.1): greedy JMMD^2 minimisation, one pair at a time.
+    """Joint kernel herding: greedy JMMD^2 minimisation, one pair at a time.
 
     Gradient-free by default over ``candidates`` ("data", a random pool size, data indices, or arrays (x, y));
     O(n |pool|) once, then O(|pool|) per step. ``gradient=True`` runs the paper's version (seed at the best of
@@ -164,7 +164,7 @@ def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = Fa
          steps_per_point: int = 100, optimizer=None, kernel_x=None, kernel_y=None, response=None,
          standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
         mesh=None) -> CompressionResult:
-    """Average conditional kernel herding: z_{t+1} = argmin F(C_t u {z}) (5.3), ridge (t + 1) lam_C.
+    """Average conditional kernel herding: z_{t+1} = argmin F(C_t u {z}), ridge (t + 1) lam_C.
 
     Gradient-free by default: all pool candidates are scored at once by a Schur complement, O(|pool| n t) per
     step (pass a pool size for large n). ``gradient=True``: the paper's seeded optax steps, O(n t^2) each.
@@ -194,7 +194,7 @@ def _data_sweep(method, n_classes, params, labels, context):
 
 
 def _best_subset(loss, problem, m, n_init, key, context):
-    """The best of ``n_init`` uniformly random size-m subsets of the data by the objective (spec §5.2)."""
+    """The best of ``n_init`` uniformly random size-m subsets of the data by the objective."""
     best, best_value = None, np.inf
     for k in jax.random.split(key, n_init):
         idx = np.asarray(jax.random.choice(k, problem.n, (m,), replace=False))
@@ -241,10 +241,10 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
 def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimizer=None, batch_size=None, lam_c=None,
          kernel_x=None, kernel_y=None, response=None, standardise: bool = True, block_size: int = 1024,
          tol: float = 1e-7, progress_bar: bool = True, mesh=None) -> CompressionResult:
-    """Joint kernel inducing points: all m pairs minimise J(C) (5.2) jointly (Adam, lr 0.01, by default).
+    """Joint kernel inducing points: all m pairs minimise J(C) = JMMD^2 minus its data-data constant jointly (Adam, lr 0.01, by default).
 
     Starts from the best of ``n_init`` random subsets; O((nm + m^2) d) per step, streamed over data blocks.
-    Discrete responses alternate 10 feature steps with a greedy label sweep (§7). The trace ends with the
+    Discrete responses alternate 10 feature steps with a greedy label sweep. The trace ends with the
     full-data objective of the returned set.
     """
     return _kip("jkip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
@@ -256,9 +256,48 @@ def ackip(x, y, m: int, *, key, lam_c=None, num_steps: int = 1000, n_init: int =
           batch_size=None, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
           block_size: int = 1024, tol: float = 1e-7, progress_bar: bool = True,
           mesh=None) -> CompressionResult:
-    """Average conditional kernel inducing points: all m pairs minimise F(C) (5.3), the in-sample KCD^2 up to
-    a constant, i.e. fit the compressed KCME to the data. O(n m^2 + m^3) per step, streamed; ``batch_size``
-    gives unbiased minibatch steps. lam_C is tuned at size m unless given (spec §10.4).
+    """Average conditional kernel inducing points: m pairs that keep the conditional law of y given x.
+
+    All m pairs jointly minimise F(C), the in-sample KCD^2 up to a constant: the compressed set's conditional
+    mean embedding is fitted to every data pair. Starts at the best of ``n_init`` random subsets, then optimiser
+    steps (Adam by default); O(n m^2 + m^3) per step, streamed over the data in blocks.
+
+    Args:
+        x: (n, d_x) float array of features, in your units (standardised internally unless ``standardise=False``).
+        y: (n, d_y) float array of responses, or (n,) integer labels (indicator kernel, label sweeps).
+        m: size of the compressed set, 1 <= m < n.
+        key: PRNG key (initial subsets, lambda tuning, minibatches).
+        lam_c: ridge of the compressed set's embedding; tuned at size m on a 10% validation split if None.
+        num_steps: optimiser steps.
+        n_init: random subsets tried for the start.
+        optimizer: an optax transformation (default Adam, learning rate 1e-2).
+        batch_size: rows per unbiased minibatch step (None: full data).
+        kernel_x: kernel on standardised features (default RBF, median heuristic).
+        kernel_y: kernel on standardised responses (default RBF, median heuristic; Indicator for labels).
+        response: ``"continuous"`` or ``"indicator"`` (default: from kernel_y, then the dtype of y).
+        standardise: standardise columns with the data's mean and s.d.
+        block_size: rows per streamed block.
+        tol: stop once the objective changes by at most ``tol`` (relative) over a round of steps.
+        progress_bar: show progress on stderr.
+        mesh: a device mesh to shard the data rows over.
+
+    Returns:
+        CompressionResult: the set (``x``, ``y`` standardised; ``x_original``, ``y_original`` in your units), the
+        kernels, ``lam_c`` and the objective trace; ``conditional_expectation`` reads it out.
+
+    Raises:
+        ValueError: for invalid sizes, unpaired or non-finite inputs, or too few data to tune lam_c.
+        RuntimeError: when float64 is off.
+
+    Examples:
+        >>> import jax, numpy as np, bayeskern as bk
+        >>> from bayeskern import compression
+        >>> x, y = compression.data.heteroscedastic(500, jax.random.key(0))
+        >>> res = compression.ackip(x, y, 20, key=jax.random.key(1), num_steps=100, progress_bar=False)
+        >>> res.x_original.shape, res.y_original.shape
+        ((20, 1), (20, 1))
+        >>> res.conditional_expectation(np.zeros((3, 1))).mean.shape   # E[Y | x = 0] from 20 pairs
+        (3, 1)
     """
     return _kip("ackip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
                 batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,

@@ -1,4 +1,5 @@
-"""Data sets of spec compression.md §10.5 and the test functions of §10.1, generated (never downloaded)."""
+"""Stand-ins for the data sets of Broadbent et al. (2025) and the test functions used to score compressed sets,
+generated (never downloaded)."""
 
 import jax
 import jax.numpy as jnp
@@ -46,7 +47,7 @@ def imbalanced(n: int, seed: int = 0):
     """The 4-class imbalanced stand-in: x (n, 2) from a 100-component mixture, y ~ Categorical(softmax(Wx + b)).
 
     Returns (x, y, probabilities (n, 4)): the true class probabilities at each x. Parameters are drawn with
-    ``numpy.random.default_rng(seed)`` in the spec's order; b is calibrated to marginals (0.32, 0.12, 0.19, 0.37).
+    ``numpy.random.default_rng(seed)`` in a fixed order; b is calibrated to marginals (0.32, 0.12, 0.19, 0.37).
     """
     r = np.random.default_rng(seed)
     means = r.uniform(-4, 4, (100, 2))
@@ -83,7 +84,6 @@ def _abs_mean(mu, tau):
     return tau * jnp.sqrt(2 / jnp.pi) * jnp.exp(-(r**2) / 2) + mu * (1 - 2 * ndtr(-r))
 
 
-# name -> (h, E h(Y) for Y ~ N(mu, tau^2)), spec §10.1
 TEST_FUNCTIONS = {
     "y": (lambda y: y, lambda mu, tau: mu),
     "y^2": (lambda y: y**2, lambda mu, tau: mu**2 + tau**2),
@@ -94,6 +94,7 @@ TEST_FUNCTIONS = {
     "1[y > 0]": (lambda y: (y > 0).astype(float), lambda mu, tau: ndtr(mu / tau)),
     "|y|": (jnp.abs, _abs_mean),
 }
+"""Test functions h of the response, each with E h(Y) for Y ~ N(mu, tau^2): name -> (h, exact mean)."""
 
 
 def gaussian_expectation(name: str, mu, tau):

@@ -1,4 +1,4 @@
-"""The exact Gaussian setting (spec compression.md §9): X ~ N(0, s_x^2 I_d), Y | x ~ N(a.x + b, s^2), RBF kernels.
+"""The exact Gaussian setting: X ~ N(0, s_x^2 I_d), Y | x ~ N(a.x + b, s^2), RBF kernels.
 
 Closed-form kernel expectations (E1)-(E4), the exact AMCMD^2 against the true conditional family, and the exact
 JKIP/ACKIP objectives, which need no data at all (O(m^3) per evaluation).
@@ -22,7 +22,7 @@ __all__ = ["GaussianSetting", "feature_expectation", "joint_expectation", "condi
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class GaussianSetting:
-    """Model and kernel parameters; defaults are the spec's (d = 1, s_x = 1, a = 1.5, b = 0, s = 0.5, l = 1)."""
+    """Model and kernel parameters; defaults (d = 1, s_x = 1, a = 1.5, b = 0, s = 0.5, l = 1)."""
 
     a: jax.Array = field(default_factory=lambda: jnp.array([1.5]))
     b: float = 0.0

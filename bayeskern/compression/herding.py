@@ -1,6 +1,6 @@
-"""Greedy compression: joint kernel herding (JKH, spec §5.1) and average conditional kernel herding (ACKH, §5.4).
+"""Greedy compression: joint kernel herding (JKH) and average conditional kernel herding (ACKH).
 
-Both come in two flavours: over a finite candidate pool (gradient-free, exact greedy steps, §8) and by
+Both come in two flavours: over a finite candidate pool (gradient-free, exact greedy steps) and by
 gradient steps from a seed (the paper's version). Every step is one compiled function on a fixed buffer of m
 slots with a mask of the slots used so far, so the set grows without recompiling.
 """
@@ -30,12 +30,12 @@ def jkh_mean_embedding(kernel_x: Kernel, kernel_y: Kernel, px, py, x, y, block_s
 
 
 def jkh_pool_scores(kappa_bar, running, self_kernel, t):
-    """s_t (5.1) on the pool: kappa_bar - (r + kappa(pi, pi) / 2) / (t + 1), r = sum_s kappa(pi, z_s)."""
+    """The greedy JMMD score s_t on the pool: kappa_bar - (r + kappa(pi, pi) / 2) / (t + 1), r = sum_s kappa(pi, z_s)."""
     return kappa_bar - (running + 0.5 * self_kernel) / (t + 1)
 
 
 def ackh_pool_scores(px, py, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask, lam_c):
-    """F(C_t u {c}) (5.3) for every pool candidate c at once by the Schur complement of §5.4: (P,).
+    """F(C_t u {c}) for every pool candidate c at once by the Schur complement of the enlarged Gram matrix: (P,).
 
     (cx, cy)[row_mask] is C_t; the ridge is (t + 1) lam_C (+ JITTER, as in :func:`ackip_objective`).
     Cost O(P n t) streamed over data blocks, memory O(P * block + m P).
@@ -81,7 +81,7 @@ def _jkh_step(state, px, py, kernel_x, kernel_y, kappa_bar, self_kernel, replace
     self_sum = self_sum + 2.0 * running[j] + self_kernel[j]
     cross_sum = cross_sum + kappa_bar[j]
     running = running + kernel_x.evaluate(px, px[j][None])[:, 0] * kernel_y.evaluate(py, py[j][None])[:, 0]
-    J = self_sum / (t + 1) ** 2 - 2.0 * cross_sum / (t + 1)  # (5.2) for C_{t+1}
+    J = self_sum / (t + 1) ** 2 - 2.0 * cross_sum / (t + 1)  # J for C_{t+1}
     return j, J, (running, self_sum, cross_sum)
 
 
@@ -108,9 +108,9 @@ def _pool_step(state, px, py, data, kernel_x, kernel_y, extras, method, replace)
 
 def herd_pool(method: str, px, py, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, m: int, *,
               x=None, y=None, lam_c=None, replace: bool = False, progress=None):
-    """Greedy selection of m pool pairs: JKH maximises s_t (5.1), ACKH minimises F(C_t u {c}) (5.3).
+    """Greedy selection of m pool pairs: JKH maximises s_t, ACKH minimises F(C_t u {c}).
 
-    Returns (indices into the pool (m,), objective trace (m,)): J(C_{t+1}) (5.2) for JKH, F(C_{t+1}) for ACKH.
+    Returns (indices into the pool (m,), objective trace (m,)): J(C_{t+1}) for JKH, F(C_{t+1}) for ACKH.
     ``x``, ``y``: the unblocked data (for JKH's mean embedding).
     """
     P = px.shape[0]
@@ -170,7 +170,7 @@ def herd_gradient(method: str, x, y, data: DataBlocks, kernel_x: Kernel, kernel_
 
     Returns (cx (m, d_x), cy, objective trace (m,)) with the trace as in :func:`herd_pool`.
     """
-    sums = (0.0, 0.0)  # JKH: running self and cross sums of J (5.2)
+    sums = (0.0, 0.0)  # JKH: running self and cross sums of J
     discrete = n_classes is not None
     cx, cy = jnp.zeros((m,) + x.shape[1:], x.dtype), jnp.zeros((m,) + y.shape[1:], y.dtype)
     mask = jnp.zeros(m, bool)

@@ -1,4 +1,4 @@
-"""Kernel conditional mean embeddings (spec compression.md §2.3) and the choice of lambda (§10.4)."""
+"""Kernel conditional mean embeddings and the choice of their ridge lambda."""
 
 import jax
 import jax.numpy as jnp
@@ -17,7 +17,7 @@ COARSE_LAMBDAS = tuple(10.0 ** np.arange(-8, 1))
 
 
 def kcme_weights(x_train, x_query, kernel_x: Kernel, lam):
-    """beta(x) = (K_XX + n lam I)^{-1} k_X(x) for every query: (n, N). Eq. (2.2); lam > 0."""
+    """beta(x) = (K_XX + n lam I)^{-1} k_X(x) for every query: (n, N). Ridge n lam, lam > 0."""
     require_x64("kcme_weights")
     x_train, x_query = as_points(x_train, "x_train"), as_points(x_query, "x_query")
     lam = check_lambda(lam, "lam")
@@ -52,7 +52,7 @@ def validation_loss(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: 
 
 def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Kernel, *, size: int, key,
                   n_subsets: int = 10, coarse=COARSE_LAMBDAS, n_fine: int = 10):
-    """Two-stage grid search of spec §10.4: validation loss averaged over ``n_subsets`` random training subsets
+    """Two-stage grid search of lambda: validation loss averaged over ``n_subsets`` random training subsets
     of ``size`` points, on the coarse grid, then on ``n_fine`` log-spaced values in [lam*/10, 10 lam*].
     Ties go to the larger lambda. ``size`` = m_max tunes lambda_C; ``size`` = n tunes lambda_P.
     """

@@ -1,4 +1,4 @@
-"""Discrepancies between labelled samples (spec compression.md §2-§4): JMMD^2, plug-in AMCMD^2, tower KCD^2."""
+"""Discrepancies between labelled samples: JMMD^2, plug-in AMCMD^2, tower KCD^2."""
 
 import jax
 import jax.numpy as jnp
@@ -23,7 +23,7 @@ def _pair(sample, kernel_y, name):
 
 
 def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1024):
-    """JMMD^2 (2.1) between the empirical laws of ``data`` = (x, y) (n pairs) and ``cset`` (m pairs).
+    """JMMD^2 between the empirical laws of ``data`` = (x, y) (n pairs) and ``cset`` (m pairs).
 
     The data-data term costs O(n^2) time but is streamed in blocks (memory O(block_size^2)).
     """
@@ -34,7 +34,7 @@ def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1
 
 
 def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam_p, lam_q):
-    """Plug-in AMCMD^2 (3.1) between the KCMEs of the P- and Q-samples, averaged over the nu-sample (N, d_x).
+    """Plug-in AMCMD^2 between the KCMEs of the P- and Q-samples, averaged over the nu-sample (N, d_x).
 
     Evaluated as sum((G D) o D) / N with D = [B_P; -B_Q] and the joint response Gram G (PSD), so it is >= 0
     up to rounding (the raw value is returned, never clamped). Cost O(n^3 + m^3 + (n + m)^2 N).
@@ -61,7 +61,7 @@ def amcmd(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam
 
 
 def kcd2_tower(data, cset, kernel_x: Kernel, kernel_y: Kernel, lam_c, lam_p=None, *, block_size: int = 1024):
-    """In-sample tower KCD^2 of ``cset`` against ``data``: F(C) (5.3), plus c_hat when ``lam_p`` is given.
+    """In-sample tower KCD^2 of ``cset`` against ``data``: F(C), plus c_hat when ``lam_p`` is given.
 
     Without ``lam_p`` this is the ACKIP/ACKH objective itself (linear in n). c_hat (the mean squared norm of the
     full-data KCME at the data) costs O(n^3) and is for reporting only; the sum may be slightly negative.

@@ -1,4 +1,4 @@
-"""Objectives of the compression algorithms (spec compression.md §5), streamed over the data in blocks.
+"""Objectives of the compression algorithms, streamed over the data in blocks.
 
 Data enter as :class:`DataBlocks` (rows padded to whole blocks, with a mask), so no function here forms an
 n x n or even an m x n matrix: each block contributes m x m (or m x C) sums, and reverse-mode autodiff
@@ -21,7 +21,7 @@ from ._inputs import onehot
 __all__ = ["DataBlocks", "data_blocks", "stream", "jkip_objective", "ackip_objective", "herding_score",
            "herding_terms", "class_score_terms", "class_scores", "label_sweep", "JITTER"]
 
-JITTER = 1e-10  # added to the compressed Gram matrix on top of the ridge m lam_C (spec §6)
+JITTER = 1e-10  # added to the compressed Gram matrix on top of the ridge m lam_C
 
 
 @jax.tree_util.register_dataclass
@@ -95,7 +95,7 @@ def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row
 
 
 def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
-    """J(C) of eq. (5.2): JMMD^2(D, C) minus the data-data constant."""
+    """J(C): JMMD^2(D, C) minus the data-data constant."""
     m = cx.shape[0]
     self_term = jnp.sum(kernel_x.evaluate(cx, cx) * kernel_y.evaluate(cy, cy))
     return self_term / m**2 - 2.0 * _cross_sum(data, kernel_x, kernel_y, cx, cy) / (data.n * m)
@@ -115,7 +115,7 @@ def _gram_sums(data: DataBlocks, kernel_x: Kernel, cx, response, row_mask=None):
 
 
 def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, lam_c, row_mask=None):
-    """F(C) of eq. (5.3): the in-sample tower KCD^2 minus its constant c_hat, with W = (K_CC + m lam_C I)^{-1}.
+    """F(C): the in-sample tower KCD^2 minus its constant c_hat, with W = (K_CC + m lam_C I)^{-1}.
 
     F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed S = K_CX K_XC and T = K_CX L_YC. ``row_mask``
     restricts C to the marked slots (the ridge is then (number marked) * lam_C).
@@ -138,12 +138,12 @@ def herding_terms(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx
 
 
 def herding_score(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
-    """s_t(z) of eq. (5.1) for one candidate z = (x, y) given the chosen pairs (cx, cy)[row_mask]."""
+    """The greedy JMMD score s_t(z) for one candidate z = (x, y) given the chosen pairs (cx, cy)[row_mask]."""
     mean_embedding, chosen, self_term = herding_terms(x, y, data, kernel_x, kernel_y, cx, cy, row_mask)
     return mean_embedding - (chosen + 0.5 * self_term) / (jnp.sum(row_mask) + 1)
 
 
-# --- discrete responses: class scores with the features fixed (spec §7) ----------------------------------------
+# --- discrete responses: class scores with the features fixed ----------------------------------------
 def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c, n_classes: int):
     """(M, R, a, b) with s_j(c) = a [sum_{b != j} M_jb 1[y_b = c]] - b R_jc for JKIP or ACKIP (features fixed).
 

@@ -1,4 +1,4 @@
-"""Standardisation of labelled data (spec compression.md §1): zero mean, unit s.d. per column."""
+"""Standardisation of labelled data: zero mean, unit s.d. per column."""
 
 import jax
 import jax.numpy as jnp

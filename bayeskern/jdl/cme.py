@@ -1,4 +1,4 @@
-"""Low-rank conditional mean embedding on the JDL bases (spec jdl.md §10), the comparator of JDL."""
+"""Low-rank conditional mean embedding on the JDL bases, the comparator of JDL."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ __all__ = ["LowRankCME", "fit_cme", "simplex_qp"]
 
 @fitted
 class LowRankCME:
-    """E_CME[f(Y) | X = x] = sum_k v_k(x) f(y_{p_k}), v(x) = R_Y F psi_X(x) (spec §10.2): only the m_Y Y-pivots
+    """E_CME[f(Y) | X = x] = sum_k v_k(x) f(y_{p_k}), v(x) = R_Y F psi_X(x): only the m_Y Y-pivots
     carry mass, and sum_k v_k(x) need not be 1 (the normalisation error) nor v(x) >= 0.
 
     F: (m_Y, m_X) coefficients; constraint: "unconstrained" or "normalised_positive" ((51) + (52)).
@@ -53,7 +53,7 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
             tol: float = 1e-3, max_rank: int | None = None, bases: JDLBases | None = None) -> LowRankCME:
     """Low-rank CME, closed form F_kl = G_kl / (Lambda_X,l + n lam) (46); constraint="normalised_positive" adds
     the unconditional normalisation 1^T R_Y F b = n (51) and positivity R_Y F b >= 0 (52), solved exactly
-    through the simplex QP of spec §10.3 in the K_Y[p, p] metric (always feasible). ``bases`` reuses a
+    through a simplex-constrained QP in the K_Y[p, p] metric (always feasible). ``bases`` reuses a
     :func:`jdl_bases` factorisation (X, Y, kernels, tol are then ignored)."""
     if constraint not in ("unconstrained", "normalised_positive"):
         raise ValueError(f"constraint must be 'unconstrained' or 'normalised_positive', got {constraint!r}")

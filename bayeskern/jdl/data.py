@@ -1,4 +1,4 @@
-"""Data generators of spec jdl.md §13.1 with their exact conditional moments."""
+"""Data generators for the experiments of Filipović et al. (2021), with their exact conditional moments."""
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +45,7 @@ def archakov_hansen_correlation(gamma, p: int, *, max_iter: int = 10_000) -> np.
 
 
 def random_correlation(key, p: int) -> np.ndarray:
-    """Archakov-Hansen correlation matrix with gamma_k ~ U(-1, 1) iid (spec §13.1a)."""
+    """Archakov-Hansen correlation matrix with gamma_k ~ U(-1, 1) iid."""
     gamma = jax.random.uniform(key, (p * (p - 1) // 2,), minval=-1.0, maxval=1.0, dtype=jnp.float64)
     return archakov_hansen_correlation(np.asarray(gamma), p)
 
@@ -79,7 +79,7 @@ def uniform_cumulative(key, n: int, d: int):
 
 
 def uniform_moments(X):
-    """Exact E[Y | X] (q, d) and E[Y Y^T | X] (q, d, d) for :func:`uniform_cumulative` (spec §13.1c)."""
+    """Exact E[Y | X] (q, d) and E[Y Y^T | X] (q, d, d) for :func:`uniform_cumulative`."""
     X = np.asarray(X)
     d = X.shape[1]
     k = np.arange(1, d + 1)
@@ -96,7 +96,7 @@ def cauchy_cumulative(key, n: int, d: int, scale: float = 0.1):
 
 
 def ff_synthetic(key, T: int = 26_000, series: int = 25, burn_in: int = 1000):
-    """Fama-French stand-in (spec §13.1e): z (T, series) = beta_i f_t + e_ti with an AR(1)-GARCH(1,1) factor and
+    """Fama-French stand-in: z (T, series) = beta_i f_t + e_ti with an AR(1)-GARCH(1,1) factor and
     GARCH(1,1) idiosyncratic terms, Student-t innovations (df 4 and 5, unit variance)."""
     phi, alpha, beta, s_f, s_e = 0.05, 0.08, 0.90, 0.01, 0.006
     omega_f, omega_e = (1 - alpha - beta) * s_f**2, (1 - alpha - beta) * s_e**2
@@ -121,7 +121,7 @@ def ff_synthetic(key, T: int = 26_000, series: int = 25, burn_in: int = 1000):
 
 
 def lagged_sum_task(z, d: int):
-    """Classification inputs of spec §13.5: x_t = (z_{t-1,1..d}) (T-1, d) and y_t = sum_{i<=d} z_{t,i} (T-1,)."""
+    """Classification inputs (Filipović et al. 2021, Section 5.2): x_t = (z_{t-1,1..d}) (T-1, d) and y_t = sum_{i<=d} z_{t,i} (T-1,)."""
     z = jnp.asarray(z)
     if not 1 <= d <= z.shape[1]:
         raise ValueError(f"d must lie in [1, {z.shape[1]}], got {d}")

@@ -1,4 +1,4 @@
-"""Fitting JDL end to end: both factorisations, the rotation, the separable problem and a solver (spec jdl.md §0)."""
+"""Fitting JDL end to end: both factorisations, the rotation, the separable problem and a solver."""
 
 from typing import NamedTuple
 
@@ -20,6 +20,7 @@ from .solvers import solve_normalised, solve_positive, solve_unconstrained
 __all__ = ["select_hyperparameters", "JDLBases", "jdl_bases", "fit_jdl", "CONSTRAINTS"]
 
 CONSTRAINTS = ("unconstrained", "normalised", "data_box", "kernel_bound", "grid")
+"""The values of ``fit_jdl(constraint=...)``."""
 
 
 class JDLBases(NamedTuple):
@@ -34,7 +35,27 @@ class JDLBases(NamedTuple):
 
 
 def jdl_bases(X, Y, kernel_x: Kernel, kernel_y: Kernel, *, tol: float = 1e-3, max_rank: int | None = None) -> JDLBases:
-    """Algorithm 1 and the rotation on each side: X (n, d_X), Y (n, d_Y); relative tolerance tol in (0, 1)."""
+    """Low-rank bases of both variables: matrix-free pivoted Cholesky and the double-orthogonal rotation.
+
+    Reuse the result across :func:`fit_jdl` / :func:`fit_cme` calls with different lambda or constraints; it is
+    most of the cost of a fit (m kernel columns and O(n m^2) flops per side, memory O(n m)).
+
+    Args:
+        X: (n, d_X) float array.
+        Y: (n, d_Y) float array, row i paired with X[i].
+        kernel_x: kernel on X.
+        kernel_y: kernel on Y.
+        tol: relative trace error of the factors, in (0, 1): the ranks stop growing once the residual trace is at
+            most ``tol`` x trace.
+        max_rank: optional cap on each rank.
+
+    Returns:
+        JDLBases: the data, the kernels and the rotated bases ``basis_x``, ``basis_y`` (ranks ``A.shape[1]``).
+
+    Raises:
+        ValueError: for unpaired or non-finite inputs, fewer than 2 points, or tol outside (0, 1).
+        RuntimeError: when float64 is off.
+    """
     require_x64("jdl_bases")
     X, Y = as_points(X, "X"), as_points(Y, "Y")
     check_same_length(X, Y, "X and Y")
@@ -48,17 +69,48 @@ def jdl_bases(X, Y, kernel_x: Kernel, kernel_y: Kernel, *, tol: float = 1e-3, ma
 
 def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint: str = "data_box", tol: float = 1e-3,
             max_rank: int | None = None, bases: JDLBases | None = None, margin: float = 0.1) -> JointDistributionModel:
-    """Fit the low-rank JDL model of the joint law of (X, Y) (spec §6-7).
+    """Fit the low-rank JDL model 1 + h(x, y) of the joint law of (X, Y) (Filipović et al. 2021).
 
-    constraint: "unconstrained" (§7.1); "normalised" (§7.2, total mass 1); "data_box" (normalisation plus the
-    paper's single-inequality positivity tightening (29), solved exactly (§7.3): proper conditionals wherever the
-    rotated features lie in the data box, but strongly shrunk towards independence, spec §14.3); "kernel_bound"
-    (normalisation plus the Cauchy-Schwarz bound |psi_l(u)| <= sqrt(k(u, u)) for kernels with a constant
-    diagonal: 1 + h >= 0 everywhere, §6.4);
-    "grid" (normalisation plus 1 + h >= margin on the whole training grid, by cutting planes: see
-    :func:`bayeskern.jdl.solve_grid_positive`; a beyond-the-paper treatment that avoids the shrinkage of (29)). ``bases`` reuses a :func:`jdl_bases` factorisation (X, Y, kernels, tol
-    are then ignored). Returns a :class:`JointDistributionModel`; its ``solution`` holds the :class:`JDLSolution`
-    certificate.
+    Builds pivoted-Cholesky bases of both variables (O(n m^2), no n x n matrix), the separable problem
+    sum(W H^2 - 2 Gamma H) and solves it under ``constraint``.
+
+    Args:
+        X: (n, d_X) float array of inputs (ignored when ``bases`` is given).
+        Y: (n, d_Y) float array of outcomes, row i paired with X[i].
+        kernel_x: kernel on X (e.g. ``RBF``).
+        kernel_y: kernel on Y.
+        lam: ridge lambda > 0 on ||h||^2.
+        constraint: ``"unconstrained"`` (closed form); ``"normalised"`` (closed form, total mass 1);
+            ``"data_box"`` (normalisation plus the paper's single-inequality positivity tightening, solved exactly
+            by the two-multiplier dual: proper conditionals wherever the rotated features lie in the data box, but
+            strongly shrunk towards independence, see the JDL guide); ``"kernel_bound"`` (normalisation plus
+            1 + h >= 0 everywhere for kernels with a constant diagonal, by |psi_l(u)| <= sqrt(k(u, u)));
+            ``"grid"`` (normalisation plus 1 + h >= ``margin`` on the whole training grid, by cutting planes,
+            :func:`solve_grid_positive`; avoids the shrinkage of the data-box tightening).
+        tol: relative trace error of the pivoted Cholesky factors (sets the ranks m_X, m_Y).
+        max_rank: optional cap on m_X and m_Y.
+        bases: a :func:`jdl_bases` result to reuse (X, Y, kernels and tol are then ignored).
+        margin: the grid margin of ``constraint="grid"``.
+
+    Returns:
+        JointDistributionModel: the fitted model; ``model.solution`` holds the solver's certificate
+        (:class:`JDLSolution`: multipliers, normalisation and positivity residuals).
+
+    Raises:
+        ValueError: for an unknown constraint, lam <= 0, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> from bayeskern.jdl import fit_jdl
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.uniform(-2, 2, (400, 1)); Y = np.sin(2 * X) + 0.1 * rng.standard_normal((400, 1))
+        >>> model = fit_jdl(X, Y, bk.RBF(0.4), bk.RBF(0.4), 1e-4, constraint="normalised")
+        >>> abs(float(model.total_mass()) - 1) < 1e-10
+        True
+        >>> cond = model.conditional_expectation(np.array([[0.5]]))    # E[Y | x = 0.5] ~ sin(1)
+        >>> bool(abs(float(cond.mean[0, 0]) - np.sin(1.0)) < 0.1)
+        True
     """
     if constraint not in CONSTRAINTS:
         raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")

@@ -1,4 +1,4 @@
-"""Polynomial JPDL (spec jdl.md §9): JDL on orthonormal polynomial bases, with sum-of-squares positivity.
+"""Polynomial JPDL: JDL on orthonormal polynomial bases, with sum-of-squares positivity.
 
 The kernel k_q(x, x') = tau_q(x) G^{-1} tau_q(x')^T (G the empirical Gram matrix of the monomials) has the
 factor L = V G^{-1/2} exactly (eps = 0, Lambda = n I), so the JDL problem has W = 1 + lam. Pointwise positivity

@@ -1,4 +1,4 @@
-"""Low-rank kernel logistic regression on the Algorithm-1 basis (spec jdl.md §11), a JDL comparator."""
+"""Low-rank kernel logistic regression on the Algorithm-1 basis, a JDL comparator."""
 
 from functools import partial
 
@@ -38,7 +38,7 @@ def _penalised_loss(coef, A, labels, lam):
 
 def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_rank: int | None = None,
             basis: RotatedBasis | None = None, gtol: float = 1e-9) -> LowRankKLR:
-    """Minimise sum of log-losses + lam ||c||^2 over c in R^{m_X} (no intercept, spec §11) with jaxopt L-BFGS.
+    """Minimise sum of log-losses + lam ||c||^2 over c in R^{m_X} (no intercept, as in Filipović et al. 2021, Appendix D) with jaxopt L-BFGS.
 
     X: (n, d_X); labels: (n,) in {0, 1}. ``basis`` reuses a rotated Algorithm-1 basis of X.
     """

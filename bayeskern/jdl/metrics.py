@@ -1,4 +1,4 @@
-"""Evaluation metrics of spec jdl.md §13.2 and §13.5."""
+"""Evaluation metrics of the experiments of Filipović et al. (2021, Sections 5.1 and 5.2)."""
 
 import numpy as np
 
@@ -35,7 +35,7 @@ def negative_weight_share(weights) -> float:
 
 
 def held_out_ratio_loss(model, X, Y) -> float:
-    """The estimation loss E(h) of spec §2.3 on v held-out pairs (X, Y) (rows paired), minus the constant v:
+    """The estimation loss E(h) = ||h_hat - h||^2 in L^2(P_X x P_Y) on v held-out pairs (X, Y) (rows paired), minus the constant v:
     (1/v^2) sum_ij (1 + h(x_i, y_j))^2 - (2/v) sum_i (1 + h(x_i, y_i)), from the features in O(v m^2), no v x v
     matrix. A validation score for JDL hyperparameters."""
     Px, Py = np.asarray(model.features_x(X)), np.asarray(model.features_y(Y))

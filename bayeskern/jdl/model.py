@@ -1,4 +1,4 @@
-"""A fitted joint distribution model 1 + h(x, y) and its conditional read-outs (spec jdl.md §8)."""
+"""A fitted joint distribution model 1 + h(x, y) and its conditional read-outs."""
 
 import jax
 import jax.numpy as jnp
@@ -15,7 +15,7 @@ __all__ = ["ConditionalExpectation", "JointDistributionModel", "load_model"]
 @fitted
 class JointDistributionModel:
     """Radon-Nikodym model 1 + h(x, y), h = psi_Y(y)^T H psi_X(x), of the joint law w.r.t. the product of the
-    empirical marginals (spec §2, §6).
+    empirical marginals.
 
     X: (n, d_X), Y: (n, d_Y) the training sample; basis_x, basis_y: the rotated bases (m_X and m_Y functions);
     H: (m_Y, m_X) coefficients; lam, constraint: how H was fitted (see :func:`bayeskern.jdl.fit_jdl`);

@@ -1,7 +1,7 @@
 """Grid positivity with a margin for JDL by cutting planes: a tighter treatment than the paper's (29).
 
 The paper's tightening (29) bounds every one of the m_X m_Y terms of h by its worst case over the data box,
-which shrinks the model towards independence (spec §14.3). Here the n^2 grid constraints (21) are imposed
+which shrinks the model towards independence. Here the n^2 grid constraints (21) are imposed
 directly, with a margin delta >= 0:
 
     1 + h(x_i, y_j) = 1 + A_Y[j] H A_X[i]^T >= delta   for all training pairs (i, j),

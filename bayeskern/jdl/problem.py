@@ -1,4 +1,4 @@
-"""The separable low-rank JDL problem of spec jdl.md §6: data terms, weights and positivity bounds."""
+"""The separable low-rank JDL problem: data terms, weights and positivity bounds."""
 
 from typing import NamedTuple
 
@@ -11,7 +11,7 @@ __all__ = ["JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objectiv
 
 
 class JDLProblem(NamedTuple):
-    """min sum(W * H**2 - 2 * Gamma * H) over H (m_Y, m_X), spec §6.1.
+    """min sum(W * H**2 - 2 * Gamma * H) over H (m_Y, m_X): the JDL objective restricted to the rotated bases.
 
     W: Lambda_Y Lambda_X^T / n^2 + lam; Gamma: G / n - S / n^2; S = a b^T (normalisation: <S, H> = 0);
     G = A_Y^T A_X; a = A_Y^T 1; b = A_X^T 1; n the sample size.
@@ -55,7 +55,7 @@ def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis):
 
 
 def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float = 1.0, kappa_y: float = 1.0):
-    """(C_lo, C_hi) = -/+ sqrt(kappa_X kappa_Y) for kernels bounded by kappa on the diagonal (spec §6.4 item 1):
+    """(C_lo, C_hi) = -/+ sqrt(kappa_X kappa_Y) for kernels bounded by kappa on the diagonal:
     |psi_l(u)| <= sqrt(kappa) for every u, so the tightening guarantees 1 + h >= 0 everywhere."""
     if not (kappa_x > 0 and kappa_y > 0):
         raise ValueError(f"kappa_x and kappa_y must be positive, got {kappa_x} and {kappa_y}")
@@ -65,5 +65,5 @@ def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float =
 
 
 def objective(problem: JDLProblem, H):
-    """The reduced objective sum(W H^2 - 2 Gamma H) (= R_lambda(Q_Y H Q_X^T), spec §6.1)."""
+    """The reduced objective sum(W H^2 - 2 Gamma H) (= R_lambda(Q_Y H Q_X^T))."""
     return jnp.sum(problem.W * H**2 - 2.0 * problem.Gamma * H)

@@ -1,4 +1,4 @@
-"""Solvers for the low-rank JDL problem (spec jdl.md §7): closed forms and the exact two-multiplier dual.
+"""Solvers for the low-rank JDL problem: closed forms and the exact two-multiplier dual.
 
 All solvers minimise sum(W H^2 - 2 Gamma H) over H (m_Y, m_X). The constrained solver works in NumPy float64:
 it is a pair of nested monotone piecewise-linear root searches over O(m_X m_Y) arrays, a few tens of
@@ -19,7 +19,7 @@ _REL_TOL = 1e-13
 
 @saveable
 class JDLSolution(NamedTuple):
-    """Coefficients H (m_Y, m_X) with the certificate of spec §7.3.
+    """Coefficients H (m_Y, m_X) with the certificate of the exact dual method.
 
     mu, nu: multipliers of the normalisation <S, H> = 0 and of the positivity tightening g(H) >= 0 (0 when
     absent); normalisation: the relative residual |<S, H>| / sum|S * H| (whether or not it was imposed);
@@ -50,14 +50,14 @@ def _arrays(problem: JDLProblem):
 
 
 def solve_unconstrained(problem: JDLProblem) -> JDLSolution:
-    """Unconstrained JDL (spec §7.1): H = Gamma / W."""
+    """Unconstrained JDL: H = Gamma / W."""
     W, Gamma, S = _arrays(problem)
     H = Gamma / W
     return JDLSolution(H, 0.0, 0.0, _normalisation_residual(S, H), float("nan"), 0)
 
 
 def solve_normalised(problem: JDLProblem) -> JDLSolution:
-    """JDL with the normalisation <S, H> = 0 (spec §7.2): H = (Gamma - mu S) / W in closed form."""
+    """JDL with the normalisation <S, H> = 0: H = (Gamma - mu S) / W in closed form."""
     W, Gamma, S = _arrays(problem)
     denom = np.sum(S * S / W)
     mu = float(np.sum(S * Gamma / W) / denom) if denom > 0 else 0.0
@@ -102,7 +102,7 @@ def _decreasing_root(f, x, lo=None, hi=None, step=1.0, maxiter=300):
 
 def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -> JDLSolution:
     """JDL under the positivity tightening g(H) = 1 + sum min(C_lo H, C_hi H) >= 0 (29), and by default the
-    normalisation <S, H> = 0 (20): the exact dual method of spec §7.3.
+    normalisation <S, H> = 0 (20): the exact dual method: two nested monotone searches for the multipliers (mu, nu).
 
     Two nested monotone searches: mu*(nu) makes <S, T(mu, nu)> = 0, and nu >= 0 makes g(T(mu*(nu), nu)) = 0
     (or nu = 0 when the normalised solution is already feasible); the final pattern is polished by the 2 x 2

@@ -1,4 +1,4 @@
-"""Kernel Bayes' rule and the kernel Bayes filter (spec kbr.md): weights, read-outs, KuLSIF LOO, filtering."""
+"""Kernel Bayes' rule and the kernel Bayes filter (Xu et al. 2022): weights, read-outs, KuLSIF LOO, filtering."""
 
 from . import data
 from .baselines import ekf_filter, jdl_regression, kalman_filter

@@ -1,4 +1,4 @@
-"""Baselines for the kernel Bayes filter: EKF and Kalman filter (spec kbr.md §8.2, §10.13), and the static
+"""Baselines for the kernel Bayes filter: EKF and Kalman filter, and the static
 regression E[z | x] from a joint distribution (JDL) fit, a filter that ignores the dynamics."""
 
 import jax
@@ -16,7 +16,7 @@ __all__ = ["ekf_filter", "kalman_filter", "jdl_regression"]
 def ekf_filter(X, f, jacobian, Q, R, m0, P0):
     """Extended Kalman filter for z_{t+1} = f(z_t) + N(0, Q), x_t = z_t + N(0, R): filtered means (T, d).
 
-    Update then predict (spec §8.2): K = P (P + R)^{-1}, m <- m + K (x - m), P <- (I - K) P (symmetrised);
+    Update then predict: K = P (P + R)^{-1}, m <- m + K (x - m), P <- (I - K) P (symmetrised);
     then m <- f(m), P <- J P J^T + Q with J the Jacobian of f at the filtered mean.
     """
     eye = jnp.eye(Q.shape[0], dtype=Q.dtype)

@@ -2,7 +2,7 @@
 
 image (H, W, C) -> conv k x k, stride s, c_1 channels -> ReLU -> conv k x k, stride s, c_2 channels -> ReLU ->
 flatten -> dense -> ReLU -> dense p -> ReLU ("same" padding; channels-last images flattened row-major, as the
-§8.3 generators return them). Trained like the §5 MLP: full-batch AdamW on the unweighted adaptive loss.
+image generators of ``bayeskern.kbr.data`` return them). Trained like the MLP features: full-batch AdamW on the unweighted adaptive loss.
 The convolutions see local pixel structure that the MLP must learn from 10^3-10^4 inputs per unit.
 """
 
@@ -17,6 +17,7 @@ from .features import fit_feature_network
 __all__ = ["ConvFeatures", "init_image_cnn", "train_image_cnn", "CNN_CHANNELS"]
 
 CNN_CHANNELS = (16, 32)
+"""Channels of the two convolution layers of the default image CNN."""
 _DIMENSIONS = ("NHWC", "HWIO", "NHWC")
 
 
@@ -83,7 +84,7 @@ def train_image_cnn(key, X, Z, *, image_shape, lam, sigma_z, num_features: int =
                     learning_rate: float = 1e-2, weight_decay: float = 1e-2, num_rff: int = 100):
     """Learn :class:`ConvFeatures` on flattened images X (n, H W C) of ``image_shape`` and latents Z (n, d_z) by
     full-batch AdamW on the unweighted adaptive loss (latent kernel: ``num_rff`` random Fourier features of
-    bandwidth sigma_z), the §5 recipe with a convolutional network. Returns (ConvFeatures, loss trace (steps,)).
+    bandwidth sigma_z), the MLP recipe with a convolutional network. Returns (ConvFeatures, loss trace (steps,)).
     """
     X = as_points(X, "X")
     image_shape = _check_image_shape(image_shape, X.shape[1])

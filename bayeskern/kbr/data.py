@@ -1,4 +1,4 @@
-"""Generated data for the KBR/KBF experiments (spec kbr.md §8): never downloaded."""
+"""Generated data for the KBR/KBF experiments: never downloaded."""
 
 from typing import NamedTuple
 
@@ -10,7 +10,7 @@ __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_trans
 
 
 class PosteriorTask(NamedTuple):
-    """Spec §8.1: training pairs X, Z (n, d), prior samples U (m, d), conditioning points X_cond (q, d),
+    """The posterior-mean experiment of Xu et al. (2022, Section 5.1): training pairs X, Z (n, d), prior samples U (m, d), conditioning points X_cond (q, d),
     the exact posterior means E_Q[Z | X_cond] (q, d), and the joint covariance V (2d, 2d) of (X, Z)."""
 
     X: jax.Array
@@ -51,10 +51,11 @@ class Sequence(NamedTuple):
 
 
 CIRCLE_SETTINGS = {"rotation": dict(omega=0.3, beta=0.0, M=8), "oscillatory": dict(omega=0.4, beta=0.4, M=8)}
+"""Parameters of the circular dynamics: rotation by omega per step, radius 1 + beta sin(M phi)."""
 
 
 def circle_transition(setting: str = "rotation", amp_phase: str = "current"):
-    """(f, jacobian) of z -> (1 + beta sin(M phi)) (cos(theta + omega), sin(theta + omega)) (spec §8.2).
+    """(f, jacobian) of z -> (1 + beta sin(M phi)) (cos(theta + omega), sin(theta + omega)).
 
     phi = theta (``amp_phase="current"``, eq. (5) as printed) or theta + omega (``"next"``).
     """
@@ -85,7 +86,7 @@ def circle_transition(setting: str = "rotation", amp_phase: str = "current"):
 
 def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation", amp_phase: str = "current",
                     sigma_x: float = 0.2, sigma_z: float = 0.2) -> Sequence:
-    """z_{t+1} = f(z_t) + N(0, sigma_z^2 I), x_t = z_t + N(0, sigma_x^2 I), z_0 = (1, 0) (spec §8.2).
+    """z_{t+1} = f(z_t) + N(0, sigma_z^2 I), x_t = z_t + N(0, sigma_x^2 I), z_0 = (1, 0).
 
     Steps 1..T are the training trajectory, T+1..T+T_test its continuation (the test sequence).
     """
@@ -104,7 +105,7 @@ def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation"
 
 def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, q: float = 0.3,
                              r: float = 0.5) -> Sequence:
-    """z_{t+1} = a z_t + N(0, q^2), x_t = z_t + N(0, r^2), z_1 from the stationary N(0, q^2 / (1 - a^2)) (§10.13)."""
+    """z_{t+1} = a z_t + N(0, q^2), x_t = z_t + N(0, r^2), z_1 from the stationary N(0, q^2 / (1 - a^2))."""
     k1, kz, kx = jax.random.split(key, 3)
     z1 = jax.random.normal(k1, (1,)) * q / jnp.sqrt(1 - a**2)
 
@@ -120,7 +121,7 @@ _HEART_SUPERSAMPLE = 4
 
 
 def _heart_image(position, size: int):
-    """Render the filled heart (a^2 + b^2 - 1)^3 - a^2 b^3 <= 0 at a quantised position (spec §8.3a): (size, size)."""
+    """Render the filled heart (a^2 + b^2 - 1)^3 - a^2 b^3 <= 0 at a quantised position: (size, size)."""
     scale = size / 64
     levels = jnp.round(31 * (jnp.clip(position, -1.5, 1.5) + 1.5) / 3)
     centre = (10 + levels * 43 / 31) * scale  # pixel coordinates (column, height), spanning 10..53 at 64 px
@@ -133,7 +134,7 @@ def _heart_image(position, size: int):
 
 
 def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noise: float = 0.1) -> Sequence:
-    """The dSprite stand-in (spec §8.3a): oscillatory latent dynamics (sigma_z = 0.2), a heart drawn at the
+    """The dSprite stand-in: oscillatory latent dynamics (sigma_z = 0.2), a heart drawn at the
     latent plus N(0, 0.05^2) noise, quantised to 32 positions per axis, plus N(0, 0.1^2) pixel noise.
 
     X: (T, size^2) flattened grayscale images (size 64 or 32); Z: (T, 2) latents.
@@ -153,7 +154,7 @@ _PALETTE = jnp.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0
 
 
 def panorama_scene(key, num_pillars: int = 12):
-    """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours (spec §8.3b)."""
+    """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours."""
     k1, k2, k3, k4 = jax.random.split(key, 4)
     return dict(centre=jax.random.uniform(k1, (num_pillars,), maxval=2 * jnp.pi),
                 width=jax.random.uniform(k2, (num_pillars,), minval=0.05, maxval=0.3),
@@ -177,7 +178,7 @@ def _panorama_view(heading, scene, rows: int = 36, cols: int = 48):
 
 def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sigma_theta: float = 0.2,
                       sigma_x: float = 0.2, pixel_noise: float = 0.1, scene_key=None) -> Sequence:
-    """The DeepMind-Lab stand-in (spec §8.3b): heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2),
+    """The DeepMind-Lab stand-in: heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2),
     latent z = (cos theta, sin theta), image = the view at theta + N(0, sigma_x^2) of a fixed scene
     (``scene_key``, default seed 0) plus N(0, 0.1^2) pixel noise. X: (T, 5184); Z: (T, 2)."""
     scene = panorama_scene(jax.random.key(0) if scene_key is None else scene_key)

@@ -1,4 +1,4 @@
-"""Explicit features for KBR: random Fourier features and adaptive neural-network observation features (spec kbr.md §1, §5)."""
+"""Explicit features for KBR: random Fourier features and adaptive neural-network observation features."""
 
 from typing import NamedTuple
 
@@ -40,7 +40,7 @@ def random_fourier_features(key, dim: int, sigma, num_features: int = 100) -> Ra
 
 @saveable
 class MLPFeatures(NamedTuple):
-    """psi_theta(x): a ReLU multilayer perceptron, layers = ((W, b), ...); ReLU after every layer (spec §5)."""
+    """psi_theta(x): a ReLU multilayer perceptron, layers = ((W, b), ...); ReLU after every layer."""
 
     layers: tuple
 
@@ -110,7 +110,7 @@ class FeatureKernel(Kernel):
 
 
 def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operator"):
-    """Profiled IW loss of observation features (spec §5), without any n x n matrix: O(n (p + F) p + p^3).
+    """Profiled IW loss of observation features, without any n x n matrix: O(n (p + F) p + p^3).
 
     l = (1/n) [ ||D^{1/2} Phi||_F^2 - tr(M^T (Psi^T D Psi + n lam I)^{-1} M) ], M = Psi^T D Phi, with Psi (n, p)
     the observation features, Phi (n, F) explicit (e.g. random Fourier) latent features, D = diag(r_hat)
@@ -126,7 +126,7 @@ def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operat
 
 def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 100, steps: int = 100,
                    learning_rate: float = 1e-2, weight_decay: float = 1e-2, r_hat=None):
-    """Learn psi_theta by full-batch AdamW on :func:`adaptive_feature_loss` (spec §5 training recipe).
+    """Learn psi_theta by full-batch AdamW on :func:`adaptive_feature_loss`.
 
     X: (n, d_x) observations, Z: (n, d_z) latents; the latent kernel is approximated by ``num_rff`` random
     Fourier features of bandwidth sigma_z. Returns (features, loss trace (steps,)).

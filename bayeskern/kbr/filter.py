@@ -1,4 +1,4 @@
-"""The kernel Bayes filter (Algorithm 2, spec kbr.md §6) and its hyperparameter protocol (§6.4)."""
+"""The kernel Bayes filter (Xu et al. 2022, Algorithm 2) and its hyperparameter protocol (user guide, KBR)."""
 
 import dataclasses
 from functools import partial
@@ -22,8 +22,10 @@ __all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "tune_feature_filter",
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
-# the spec's extended grids: the small ones ({1e-4, 1e-3, 1e-2} / {1e-8, 1e-6, 1e-4}) select edge values (§11)
+"""KuLSIF ridges eta (operator scale) searched by the leave-one-out score in :func:`tune_kbf`."""
+# five decades each: the three-value grids ({1e-4, 1e-3, 1e-2} / {1e-8, 1e-6, 1e-4}) kept selecting their edge values
 LAMBDA_GRIDS = {"iw": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1), "original": (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)}
+"""KBR ridges lam (operator scale) validated by :func:`tune_kbf`, per method: five decades each."""
 
 
 @fitted
@@ -92,9 +94,26 @@ class KernelBayesFilter:
     @classmethod
     def fit(cls, X, Z, *, c: float = 1.0, c_x: float | None = None, c_z: float | None = None, lam: float = 1e-3,
             eta: float = 1e-4, lam_prime: float | None = None, method: str = "iw") -> "KernelBayesFilter":
-        """Filter on one training trajectory with bandwidths sigma = c * median pairwise distance (spec §1).
+        """Build a filter from one training trajectory with bandwidths sigma = c x median pairwise distance.
 
-        X: (T, d_x) observations, Z: (T, d_z) latents, T >= 3; c_x / c_z override the shared multiplier c.
+        Args:
+            X: (T, d_x) observations of the training trajectory, T >= 3.
+            Z: (T, d_z) latent states, row t paired with X[t].
+            c: bandwidth multiplier shared by X and Z.
+            c_x: multiplier for X, overriding ``c``.
+            c_z: multiplier for Z, overriding ``c``.
+            lam: KBR ridge (operator scale), > 0.
+            eta: KuLSIF ridge (operator scale), > 0.
+            lam_prime: transition ridge (operator scale); default ``eta``.
+            method: ``"iw"`` (importance-weighted KBR) or ``"original"``.
+
+        Returns:
+            KernelBayesFilter: the precomputed filter; ``filter(X_test)`` runs it.
+
+        Raises:
+            ValueError: for unpaired or non-finite inputs, T < 3, non-positive multipliers or ridges, or an unknown
+                method.
+            RuntimeError: when float64 is off.
         """
         require_x64("KernelBayesFilter")
         X, Z = _training_pairs(X, Z)
@@ -108,9 +127,20 @@ class KernelBayesFilter:
         return self.kernel_x.evaluate(self.X, X_test)
 
     def filter(self, X_test, *, return_weights: bool = False):
-        """Filtered posterior means sum_i w_i^(t,t) z_i for a test sequence X_test (T~, d_x): (T~, d_z).
+        """Filter a test sequence: the posterior means sum_i w_i z_i after each observation.
 
-        Starts from uniform weights; with ``return_weights=True`` also returns W (T~, T).
+        The recursion starts from uniform weights and runs in one compiled ``lax.scan``; it ``vmap``s over
+        sequences.
+
+        Args:
+            X_test: (T~, d_x) observations, in order.
+            return_weights: also return the posterior weights on the training atoms.
+
+        Returns:
+            (T~, d_z) filtered means, or (means, W) with W of shape (T~, T) when ``return_weights``.
+
+        Raises:
+            ValueError: for non-finite observations or observations of another dimension than the training ones.
         """
         X_test = as_points(X_test, "X_test")  # finite-value check when concrete
         return _run_filter(self, X_test, return_weights)
@@ -118,7 +148,8 @@ class KernelBayesFilter:
 
 @partial(jax.jit, static_argnames="return_weights")
 def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
-    """The recursion of spec §6.3, compiled once per filter structure and shapes."""
+    """The filtering recursion (gamma = K_eta w, KBR update, mean Z^T w, w = T w), compiled once per filter structure
+    and shapes."""
     T = kbf.Z.shape[0]
     features = kbf.method == "iw" and isinstance(kbf.kernel_x, FeatureKernel)  # O(T p^2) updates
     if features:
@@ -147,7 +178,7 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
 
 @jax.jit
 def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev=None):
-    """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix (spec §6.2)."""
+    """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix."""
     T = Z.shape[0]
     k_z = RBF(sigma_z)
     G_X, G_Z = kernel_x.evaluate(X, X), k_z.evaluate(Z, Z)
@@ -168,7 +199,7 @@ def _training_pairs(X, Z):
 
 
 def filter_mse(means, Z_true):
-    """Mean over time of the squared error summed over coordinates (spec §6.3)."""
+    """Mean over time of the squared error summed over coordinates."""
     return float(jnp.mean(jnp.sum((jnp.asarray(means) - jnp.asarray(Z_true)) ** 2, axis=-1)))
 
 
@@ -179,7 +210,7 @@ def load_filter(path) -> KernelBayesFilter:
 
 @fitted
 class TuneResult:
-    """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam) (spec §6.4)."""
+    """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam)."""
 
     filter: KernelBayesFilter
     c: float
@@ -189,7 +220,7 @@ class TuneResult:
 
 
 def _validation_split(X, Z, n_val, k):
-    """(X_fit, Z_fit, X_val, Z_val): the last V = min(n_val, T // 2) steps validate (spec §6.4)."""
+    """(X_fit, Z_fit, X_val, Z_val): the last V = min(n_val, T // 2) steps validate."""
     T = X.shape[0]
     V = min(n_val, T // 2)
     if T - V < k + 1:
@@ -205,9 +236,40 @@ def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
 
 def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None, eta_grid=ETA_GRID,
              n_val: int = 200, num_priors: int = 20, k: int = 10) -> TuneResult:
-    """The §6.4 protocol: fit on steps 1..T-V, validate on the last V steps (V = min(n_val, T // 2)),
-    eta by the KuLSIF LOO over kNN-successor priors for every c, (c, lam) by validation MSE, then refit on
-    all T pairs (medians and eta re-selected)."""
+    """Tune and fit a kernel Bayes filter on one training trajectory.
+
+    Protocol: fit on steps 1..T-V and validate on the last V = min(n_val, T // 2) steps; for every bandwidth
+    multiplier c (sigma = c x median pairwise distance, shared by X and Z) choose eta by the KuLSIF
+    leave-one-out score averaged over ``num_priors`` successor priors (``k`` neighbours each), then (c, lam) by
+    the validation MSE; finally refit on all T pairs with medians and eta re-selected. lam' = eta.
+
+    Args:
+        X: (T, d_x) observations of the training trajectory.
+        Z: (T, d_z) latent states, row t paired with X[t].
+        method: ``"iw"`` (importance-weighted KBR, default) or ``"original"``.
+        c_grid: bandwidth multipliers to validate.
+        lam_grid: KBR ridges (operator scale); default ``LAMBDA_GRIDS[method]``.
+        eta_grid: KuLSIF ridges (operator scale) for the leave-one-out score.
+        n_val: number of validation steps (at most T // 2).
+        num_priors: number of successor priors averaged by the leave-one-out score.
+        k: neighbours per successor prior.
+
+    Returns:
+        TuneResult: the refitted ``filter`` (:class:`KernelBayesFilter`), the selected ``c``, ``lam``, ``eta``
+        and ``validation_mse`` per (c, lam).
+
+    Raises:
+        ValueError: for unpaired or non-finite inputs, an unknown method, empty or non-positive grids.
+        RuntimeError: when float64 is off.
+
+    Examples:
+        >>> import jax, bayeskern as bk
+        >>> from bayeskern import kbr
+        >>> seq = kbr.data.circle_dynamics(120, jax.random.key(0))
+        >>> tuned = kbr.tune_kbf(seq.X, seq.Z, c_grid=(1.0,), n_val=40)
+        >>> means = tuned.filter.filter(seq.X_test)               # (200, 2) filtered posterior means
+        >>> means.shape, bool(kbr.filter_mse(means, seq.Z_test) < 0.1)
+        ((200, 2), True)"""
     require_x64("tune_kbf")
     X, Z = _training_pairs(X, Z)
     if method not in _METHODS:
@@ -232,9 +294,9 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
 
 def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["iw"], eta_grid=ETA_GRID,
                         n_val: int = 200, num_priors: int = 20, k: int = 10) -> TuneResult:
-    """IW(NN) with the §6.4 protocol (spec §8.3): for every lam, ``train(X_fit, Z_fit, lam, sigma_z)`` learns
+    """IW(NN) with the protocol of :func:`tune_kbf`: for every lam, ``train(X_fit, Z_fit, lam, sigma_z)`` learns
     observation features psi (a callable (n, d_x) -> (n, p), e.g. :func:`bayeskern.kbr.train_image_features`
-    with lam equal to the KBR lam, §5), the IW filter on FeatureKernel(psi) filters the validation steps, and the
+    with lam equal to the KBR lam), the IW filter on FeatureKernel(psi) filters the validation steps, and the
     lam with the smallest validation MSE is refitted on all T pairs. sigma_z = c * median; eta by KuLSIF LOO.
     """
     require_x64("tune_feature_filter")

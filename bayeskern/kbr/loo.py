@@ -1,4 +1,4 @@
-"""Closed-form paired leave-one-out score of KuLSIF for choosing eta (spec kbr.md §4.4, §6.4 step 3)."""
+"""Closed-form paired leave-one-out score of KuLSIF for choosing eta."""
 
 import jax
 import jax.numpy as jnp
@@ -72,7 +72,7 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
 
 
 def successor_priors(Z, num_priors: int = 20, k: int = 10):
-    """The §6.4 representative priors on the atoms Z (T, d): (S, T) weights, each 1/k on the successors
+    """The representative priors of the filter's eta selection on the atoms Z (T, d): (S, T) weights, each 1/k on the successors
     z_{i+1} of the k nearest previous atoms z_i (i <= T-1, ties by index) of an anchor z_j."""
     Z = np.asarray(Z)
     T = Z.shape[0]

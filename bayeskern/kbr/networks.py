@@ -1,9 +1,9 @@
-"""The image feature network of spec kbr.md §5 for IW(NN) filtering on pixels, in plain JAX.
+"""The image feature network of Xu et al. (2022, Section 5.3) for IW(NN) filtering on pixels, in plain JAX.
 
 d_x -> 1024 -> 512 -> 128 -> p (p = 32), ReLU after every layer, spectral normalisation on every linear layer
 (one power iteration per training step, Miyato et al. 2018), batch normalisation after the second (512) layer,
 optional dropout on the hidden layers during training. Trained full batch with AdamW on the unweighted
-adaptive loss (:func:`bayeskern.kbr.adaptive_feature_loss`, D = I), as the §5 recipe prescribes.
+adaptive loss (:func:`bayeskern.kbr.adaptive_feature_loss`, D = I), the library's training recipe (user guide, kernel Bayes' rule).
 """
 
 from functools import partial
@@ -20,6 +20,7 @@ from .features import adaptive_feature_loss, random_fourier_features
 __all__ = ["ImageFeatures", "init_image_mlp", "train_image_features", "IMAGE_HIDDEN"]
 
 IMAGE_HIDDEN = (1024, 512, 128)
+"""Hidden widths of the image feature network: d_x -> 1024 -> 512 -> 128 -> p."""
 _BN_LAYER = 1  # batch norm after the second linear layer (the 512 layer)
 _BN_EPS = 1e-5
 
@@ -100,7 +101,7 @@ def _image_loss(dropout, params, vectors, data, key):
 def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hidden=IMAGE_HIDDEN,
                          dropout: float = 0.0, steps: int = 100, learning_rate: float = 1e-2,
                          weight_decay: float = 1e-2, num_rff: int = 100):
-    """Learn the §5 image network on flattened images X (n, d_x) and latents Z (n, d_z) by full-batch AdamW on the
+    """Learn the image network on flattened images X (n, d_x) and latents Z (n, d_z) by full-batch AdamW on the
     unweighted adaptive loss (latent kernel: ``num_rff`` random Fourier features of bandwidth sigma_z).
 
     Returns (ImageFeatures, loss trace (steps,)); the frozen batch-norm statistics are those of X under the final

@@ -1,4 +1,4 @@
-"""Reading out a posterior embedding m = sum_i w_i phi(z_i) (spec kbr.md §2.3)."""
+"""Reading out a posterior embedding m = sum_i w_i phi(z_i)."""
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +30,7 @@ def posterior_expectation(W, K_ZV, c):
 
 
 def posterior_spread(W, Z):
-    """Heuristic covariance of the positive part of the weights: (q, d_z, d_z) (spec §2.3 item 5)."""
+    """Heuristic covariance of the positive part of the weights: (q, d_z, d_z)."""
     V = jnp.maximum(W, 0.0)
     V = V / jnp.where(jnp.sum(V, axis=0) > 0, jnp.sum(V, axis=0), 1.0)
     mean = V.T @ Z
@@ -39,7 +39,7 @@ def posterior_spread(W, Z):
 
 
 def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
-    """Point decoding by Gaussian mean shift on the positive weights v = max(w, 0): (q, d_z) (spec §2.3 item 4).
+    """Point decoding by Gaussian mean shift on the positive weights v = max(w, 0): (q, d_z).
 
     Starts at the atom with the largest sum_i v_i k(z_i, z_j) and iterates
     z <- sum v_i k(z_i, z) z_i / sum v_i k(z_i, z) until the step is below ``tol``. Columns whose

@@ -1,9 +1,10 @@
-"""Kernel Bayes' rule weights: CME, KuLSIF ratios, original and importance-weighted KBR (spec kbr.md §2-4).
+"""Kernel Bayes' rule weights: CME, KuLSIF ratios, original and importance-weighted KBR.
 
 Every posterior embedding is a weighted sum of training features, m = sum_i w_i phi(z_i); the
 functions here return the weights W (n, q), one column per conditioning point. Regularisers are in
-operator scale by default (they multiply the identity next to 1/n-normalised covariance operators,
-spec §0): ``reg_scale="gram"`` inserts the value verbatim in the Gram-matrix system instead (§3.3).
+operator scale by default (they multiply the identity next to 1/n-normalised covariance operators, so
+Gram systems carry n lam, n^2 lam or n eta): ``reg_scale="gram"`` inserts the value verbatim in the Gram-matrix
+system instead (the values printed in Xu et al. 2022, Algorithm 1).
 All functions are pure and jit/vmap/grad-friendly; solves use Cholesky or eigh, never inverses.
 """
 
@@ -24,7 +25,7 @@ _ZERO_WEIGHT_POLICIES = ("cme", "prior", "zeros")
 
 
 class Prior(NamedTuple):
-    """A prior embedding sum_j weights_j phi(atoms_j): atoms (m, d_z), weights (m,) (spec §2.1)."""
+    """A prior embedding sum_j weights_j phi(atoms_j): atoms (m, d_z), weights (m,)."""
 
     atoms: jax.Array
     weights: jax.Array
@@ -37,7 +38,7 @@ class Prior(NamedTuple):
 
 
 class KBRWeights(NamedTuple):
-    """Posterior weights (n, q) and whether the importance weights were all truncated to zero (spec §4.3)."""
+    """Posterior weights (n, q) and whether the importance weights were all truncated to zero."""
 
     weights: jax.Array
     degenerate: jax.Array
@@ -56,7 +57,7 @@ def gram_coefficient(value, n: int, power: int, reg_scale: str, name: str):
 
 
 def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
-    """KuLSIF ratio values at the data, gamma = n (G_Z + n eta I)^{-1} g_prior (n,), untruncated (spec §3.1, §4.1).
+    """KuLSIF ratio values at the data, gamma = n (G_Z + n eta I)^{-1} g_prior (n,), untruncated.
 
     G_Z: (n, n) latent Gram; g_prior: (n,) prior embedding at the data, K_ZU alpha.
     gamma_i approximates pi(z_i) / p(z_i): O(1), sums to about n, may be negative.
@@ -67,7 +68,7 @@ def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
 
 
 def kulsif_ratio(K_zZ, K_zU, alpha, gamma, eta, *, reg_scale: str = "operator"):
-    """The KuLSIF ratio r~(z) at new points, eq. (3.1): (q,).
+    """The KuLSIF ratio r~(z) = (m_prior(z) - sum_k gamma_k k_Z(z_k, z) / n) / eta at new points: (q,).
 
     K_zZ: (q, n) k_Z(z, z_i); K_zU: (q, m) k_Z(z, u_j); alpha: (m,) prior weights; gamma from
     :func:`kulsif_gamma` with the same eta. Equals gamma_i at z = z_i.
@@ -78,7 +79,7 @@ def kulsif_ratio(K_zZ, K_zU, alpha, gamma, eta, *, reg_scale: str = "operator"):
 
 
 def cme_weights(G_X, G_Xq, lam, *, reg_scale: str = "operator"):
-    """Conditional mean embedding weights (G_X + n lam I)^{-1} G_Xq: (n, q) (spec §2.2).
+    """Conditional mean embedding weights (G_X + n lam I)^{-1} G_Xq: (n, q).
 
     The posterior embedding when the prior is the data marginal P(Z).
     """
@@ -88,7 +89,7 @@ def cme_weights(G_X, G_Xq, lam, *, reg_scale: str = "operator"):
 
 
 def gram_factor(G, *, rtol: float = 1e-12):
-    """L (n, p) with G = L L^T from eigh, dropping eigenvalues below rtol * max (spec §3.4).
+    """L (n, p) with G = L L^T from eigh, dropping eigenvalues below rtol * max.
 
     Concrete G: the dropped columns are removed (p <= n, O(n p^2) KBR updates). Under tracing the
     shape must stay static, so the dropped columns are zeroed instead (same weights).
@@ -102,7 +103,7 @@ def gram_factor(G, *, rtol: float = 1e-12):
 
 
 def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", solver: str = "eigh", factor=None):
-    """Original KBR weights Gamma G_X ((Gamma G_X)^2 + n^2 lam I)^{-1} Gamma G_Xq: (n, q) (spec §3.2, §3.4).
+    """Original KBR weights Gamma G_X ((Gamma G_X)^2 + n^2 lam I)^{-1} Gamma G_Xq: (n, q).
 
     Computed in the symmetric form w = Gamma L (C^2 + n^2 lam I)^{-1} L^T Gamma g, C = L^T Gamma L, with
     L from :func:`gram_factor` (pass ``factor`` to reuse it). ``solver="eigh"`` (default, robust) or
@@ -137,7 +138,7 @@ def _truncate(gamma, smooth_truncation):
 
 
 def _zero_weight_policy(r, prior_weights, policy):
-    """(truncated ratios to use, degenerate flag): all-zero ratios fall back per spec §4.3."""
+    """(truncated ratios to use, degenerate flag): all-zero ratios fall back as ``zero_weight_policy`` says."""
     if policy not in _ZERO_WEIGHT_POLICIES:
         raise ValueError(f"zero_weight_policy must be one of {_ZERO_WEIGHT_POLICIES}, got {policy!r}")
     if policy == "prior" and prior_weights is None:

@@ -25,6 +25,7 @@ __all__ = [
 ]
 
 DEFAULT_BLOCK_SIZE = 1024
+"""Rows per block of the blockwise reductions: memory O(block_size x n) per pass."""
 
 
 def split_rows(A, size: int):
