@@ -68,7 +68,26 @@ def _check_same_kernel(k1: Kernel, k2: Kernel):
 
 
 def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
-    """Empirical mean embedding (1/n) sum_i k(x_i, .), or sum_i w_i k(x_i, .) with given weights (n,)."""
+    """Empirical mean embedding mu(.) = (1/n) sum_i k(x_i, .), or sum_i w_i k(x_i, .) with given weights.
+
+    Args:
+        X: (n, d) float array (or the input the kernel takes, e.g. a pair for a tensor-product kernel).
+        kernel: the kernel k.
+        weights: optional (n,) real weights (signed weights give witness functions).
+
+    Returns:
+        KernelEmbedding: a callable RKHS function; ``mu(T)`` evaluates it at (q, d) points blockwise.
+
+    Raises:
+        ValueError: for non-finite inputs or weights of the wrong shape.
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> X = np.random.default_rng(0).standard_normal((100, 2))
+        >>> mu = bk.mean_embedding(X, bk.RBF(1.0))
+        >>> mu(np.zeros((3, 2))).shape
+        (3,)
+    """
     X = kernel.prepare(X, "X")
     n = num_points(X)
     if weights is None:
@@ -82,15 +101,40 @@ def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
 
 
 def witness(X, Y, kernel: Kernel) -> KernelEmbedding:
-    """Unnormalised witness function mu_X - mu_Y of two samples (its RKHS norm^2 is the biased MMD^2)."""
+    """Unnormalised witness function mu_X - mu_Y of two samples; its squared RKHS norm is the biased MMD^2.
+
+    Args:
+        X: (n, d) float array, the first sample.
+        Y: (m, d) float array, the second sample.
+        kernel: the kernel k.
+
+    Returns:
+        KernelEmbedding: positive where X has more mass than Y (as seen through k).
+
+    Raises:
+        ValueError: for non-finite inputs.
+    """
     return mean_embedding(X, kernel) - mean_embedding(Y, kernel)
 
 
 def skmse(X, kernel: Kernel, lam) -> KernelEmbedding:
-    """Spectral kernel mean shrinkage estimator (Muandet et al.).
+    """Spectral kernel mean shrinkage estimator (Muandet et al. 2016).
 
-    mu_lam = Sigma (Sigma + lam I)^{-1} mu_hat = sum_i beta_i k(x_i, .) with
-    beta = (K + n lam I)^{-1} K 1 / n. X: (n, d); lam > 0. Needs float64.
+    mu_lam = Sigma (Sigma + lam I)^{-1} mu_hat = sum_i beta_i k(x_i, .) with beta = (K + n lam I)^{-1} K 1 / n:
+    the posterior mean of a Bayesian kernel embedding whose prior covariance is k, with lam = tau2 / n^2.
+
+    Args:
+        X: (n, d) float array.
+        kernel: the kernel k.
+        lam: shrinkage lam > 0.
+
+    Returns:
+        KernelEmbedding: the shrunk embedding.
+
+    Raises:
+        ValueError: for non-finite inputs or lam <= 0.
+        CholeskyError: when K + n lam I cannot be factorised even with jitter.
+        RuntimeError: when float64 is off.
     """
     require_x64("skmse")
     lam = check_positive(jnp.asarray(lam, dtype=jnp.result_type(float)), "lam")

@@ -37,9 +37,32 @@ class PredictiveFiltering(NamedTuple):
 def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str = "iw", num_draws: int = 100,
                                 noise_draws: int = 10, level: float = 0.9,
                                 smooth_truncation: float | None = None) -> PredictiveFiltering:
-    """Refit the filter on all training pairs X (T, d_x), Z (T, d_z) for ``num_draws`` thinned posterior draws
-    (``samples``: site -> (draws,) as from ``MCMCResult.draws()``), filter X_test (T~, d_x) with each
-    (one compiled sequential map, memory O(T^2)), and return the average and the ``level`` bands."""
+    """Bayesian-averaged filtering: one filter per posterior draw of the hyperparameters, averaged, with bands.
+
+    For ``num_draws`` thinned draws, refit the filter on all training pairs and filter the test sequence (one
+    compiled sequential map, memory O(T^2)); the hyperparameter band is the spread of the filtered means, the
+    predictive band adds N(0, s^2) noise of each draw (``noise_draws`` per draw).
+
+    Args:
+        samples: posterior draws of :func:`bayeskern.models.kbf_hyper_model`, site -> (draws,), as from
+            ``MCMCResult.draws()``.
+        X: (T, d_x) training observations.
+        Z: (T, d_z) training latents.
+        X_test: (T~, d_x) test observations.
+        key: PRNG key for the predictive noise.
+        method: ``"iw"`` or ``"original"``, as in the model.
+        num_draws: draws used (evenly thinned).
+        noise_draws: noise draws per hyperparameter draw for the predictive band.
+        level: probability mass of the bands, in (0, 1).
+        smooth_truncation: the model's smoothing of max(0, gamma) (None: exact).
+
+    Returns:
+        PredictiveFiltering: ``mean`` (T~, d_z), ``hyper_band`` and ``predictive_band`` (2, T~, d_z) (lower and
+        upper), and the per-draw ``draws`` (S, T~, d_z).
+
+    Raises:
+        ValueError: for unpaired or non-finite inputs or a level outside (0, 1).
+    """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
     X, Z, X_test = as_points(X, "X"), as_points(Z, "Z"), as_points(X_test, "X_test")

@@ -45,11 +45,27 @@ class FilterSplit(NamedTuple):
 
 def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landmarks: int | None = None,
                          landmark_scale: float = 0.5) -> FilterSplit:
-    """Split one training trajectory as :func:`bayeskern.kbr.tune_kbf` does: V = min(n_val, T // 2) validation steps at the end.
+    """Split one training trajectory for :func:`kbf_hyper_model`, as :func:`bayeskern.kbr.tune_kbf` does.
 
-    ``num_landmarks = p`` also picks p observation landmarks among the fit observations (pivoted Cholesky at
-    bandwidth ``landmark_scale`` x median): :func:`kbf_hyper_model` then builds its filters on Nystrom features,
-    O(T p^2) per filter step instead of O(T^3) (an approximation of the filter that sharpens as p grows).
+    The last V = min(n_val, T // 2) steps validate; the filter is built on the others, with bandwidth units (the
+    fit medians) fixed as constants.
+
+    Args:
+        X: (T, d_x) observations of the training trajectory.
+        Z: (T, d_z) latent states, row t paired with X[t].
+        n_val: number of validation steps (at most T // 2).
+        burn_in: validation steps the model skips while the filter forgets its uniform start.
+        num_landmarks: p observation landmarks among the fit observations (pivoted Cholesky at bandwidth
+            ``landmark_scale`` x median): the model's filters then use Nystrom features, O(T p^2) per filter step
+            instead of O(T^3) (an approximation that sharpens as p grows).
+        landmark_scale: bandwidth of the landmark selection, in units of the median distance.
+
+    Returns:
+        FilterSplit: fit and validation pairs, the fit medians and the optional landmarks.
+
+    Raises:
+        ValueError: for unpaired or non-finite inputs, or a trajectory too short for 3 fit steps and more than
+            ``burn_in`` validation steps.
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
@@ -68,11 +84,26 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landm
 
 def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, lam_c=None,
                    progress_bar: bool = False) -> FilterSplit:
-    """Compress the fit trajectory's T_fit - 1 transitions z_t -> (z_{t+1}, x_{t+1}) to m triples by ACKIP
-    (the compressed conditional mean embedding of (z', x') given z fits the data's), so
-    that :func:`kbf_hyper_model` builds its filters on m atoms: O(m^3) per NUTS gradient instead of O(T_fit^3).
+    """Compress the fit transitions of a split to m triples, so the filter model costs O(m^3) per gradient.
 
-    Validation pairs and the fit medians (the bandwidth units) are kept; landmarks are dropped.
+    The T_fit - 1 transitions z_t -> (z_{t+1}, x_{t+1}) are compressed by ACKIP (the compressed conditional mean
+    embedding of (z', x') given z is fitted to the data's); :func:`kbf_hyper_model` then builds its filters on m
+    atoms instead of T_fit. Validation pairs and the fit medians (the bandwidth units) are kept; landmarks are
+    dropped.
+
+    Args:
+        split: a :func:`split_for_validation` result (not already compressed).
+        m: number of compressed transitions, 2 <= m < T_fit - 1.
+        key: PRNG key of the compression.
+        num_steps: ACKIP optimiser steps.
+        lam_c: ridge of the compressed embedding (tuned at size m if None).
+        progress_bar: show the compression's progress.
+
+    Returns:
+        FilterSplit: the split with m fit triples (``Z_prev``, ``Z_fit``, ``X_fit``).
+
+    Raises:
+        ValueError: for a split that is already compressed or m out of range.
     """
     if split.Z_prev is not None:
         raise ValueError("split is already compressed")
@@ -94,16 +125,33 @@ def _normal(name, method=None):
 
 def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0, burn_in: int = 10,
                     tie_transition: bool = True, smooth_truncation: float | None = 1e-3):
-    """Posterior over (log c_x, log c_z, log lam, log eta, log s) of a kernel Bayes filter.
+    """NumPyro model of a kernel Bayes filter's hyperparameters (log c_x, log c_z, log lam, log eta, log s).
 
-    Builds the filter on ``split``'s fit pairs (bandwidths c * fit median), runs it over the validation
-    observations and scores the filtered means with tau * sum_t log N(z_t; z^_t, s^2 I) after ``burn_in``
-    steps: a pseudo-likelihood of the filter as a predictor, one factor per validation step (so the pointwise
-    log likelihood of ``run_nuts`` ranks filters with ``az.loo``). lam' = eta unless ``tie_transition=False``
-    (then ``log_lam_prime`` is sampled too). ``smooth_truncation`` (default 1e-3) smooths max(0, gamma)
-    for NUTS; None keeps the exact truncation. A split with landmarks (:func:`split_for_validation`,
-    ``num_landmarks``) gives the IW filter Nystrom observation features.
+    Builds the filter on ``split``'s fit pairs (bandwidths c x fit median), runs it over the validation
+    observations and scores the filtered means with tau sum_t log N(z_t; z^_t, s^2 I) after ``burn_in`` steps: a
+    pseudo-likelihood of the filter as a predictor, one factor per validation step (so the pointwise log
+    likelihood of ``run_nuts`` ranks filters with ``az.loo``). Priors and the likelihood are in the KBR guide.
+
+    Args:
+        split: a :func:`split_for_validation` (or :func:`compress_split`) result; with landmarks the IW filter
+            uses Nystrom observation features.
+        method: ``"iw"`` or ``"original"``.
+        tau: temperature of the likelihood, > 0 (1/integrated autocorrelation time of the residuals gives
+            calibrated bands).
+        burn_in: validation steps not scored.
+        tie_transition: lam' = eta; with False ``log_lam_prime`` is sampled too.
+        smooth_truncation: replaces max(0, gamma) by t softplus(gamma / t) with this t for smooth NUTS gradients
+            (default 1e-3); None keeps the exact truncation.
+
+    Sites:
+        ``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s`` (and ``log_lam_prime``), the deterministic
+        filtered means ``z_val_hat`` and the observed ``z_val`` (one factor per scored validation step).
+
+    Raises:
+        ValueError: for an unknown method or tau <= 0.
     """
+    if method not in HYPER_PRIORS["log_lam"]:
+        raise ValueError(f"method must be one of {tuple(HYPER_PRIORS['log_lam'])}, got {method!r}")
     check_positive(tau, "tau")
     log_cx, log_cz = _normal("log_cx"), _normal("log_cz")
     log_lam, log_eta = _normal("log_lam", method), _normal("log_eta")

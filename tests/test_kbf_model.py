@@ -58,6 +58,14 @@ def test_split_rejects_short_sequences(small):
         split_for_validation(seq.X, seq.Z[:-1])
 
 
+def test_model_rejects_an_unknown_method_and_temperature(small):
+    _, split = small
+    with pytest.raises(ValueError, match="method must be one of"):
+        handlers.seed(kbf_hyper_model, 0)(split, method="kalman")
+    with pytest.raises(ValueError, match="tau"):
+        handlers.seed(kbf_hyper_model, 0)(split, tau=0.0)
+
+
 def _draws_near(tuned, n):
     """Hyperparameter draws scattered around a tuned filter (stand-in for a posterior sample)."""
     init = kbf_init_values(tuned, 2)

@@ -22,10 +22,21 @@ def default_num_inducing(N: int, D: int) -> int:
 
 
 def hold_out_inducing(X, key, m: int | None = None):
-    """Split X (N, D) into likelihood points and m held-out inducing points, uniformly at random.
+    """Split a sample into likelihood points and m held-out inducing points, uniformly at random.
 
-    Returns ``(X_rest, Z)`` with shapes (N - m, D) and (m, D); ``m`` defaults to
-    :func:`default_num_inducing`. The full X stays available for embedding posteriors and tests.
+    The inducing points must not enter the pseudolikelihood (their own volume term vanishes); the full X stays
+    available for embedding posteriors and tests. m changes the type-II answer: report it, keep it fixed.
+
+    Args:
+        X: (N, D) float array.
+        key: PRNG key.
+        m: number of inducing points, D <= m < N (default :func:`default_num_inducing`).
+
+    Returns:
+        (X_rest, Z): arrays of shapes (N - m, D) and (m, D).
+
+    Raises:
+        ValueError: for non-finite inputs or m outside [D, N).
     """
     X = as_points(X, "X")
     m = _check_size(X, m)

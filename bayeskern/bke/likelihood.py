@@ -220,17 +220,33 @@ def log_pseudolikelihood(
     volume: str = "closed",
     convention: str = "exact",
 ):
-    """Marginal pseudolikelihood (15): Kronecker Gaussian term + sum_i log gamma(x_i).
+    """The BKE marginal pseudolikelihood L(theta, tau2) (Flaxman et al. 2016, eq. 15, corrected).
 
-    X: (n, D) points entering the likelihood; Z: (m, D) inducing points (held out of X);
-    kernel: k_theta; tau2 > 0: noise variance. ``prior_cov`` is r_theta, default
-    ``ConvolvedSE(kernel)`` (Lebesgue nu; use ``ConvolvedSE(kernel, nu="gaussian", ...)``
-    for other measures, or any kernel for non-SE k). ``convention="stan_conventions"``
-    uses r_scale="unit" and the Stan log-volume; ``"stan_as_printed"`` also
-    replaces the Gaussian term by :func:`kron_loglik_as_printed` (the literal Appendix B
-    program, without the 2 pi constant; reproduction only). Traceable in (kernel, tau2).
-    X is streamed in chunks (memory O(chunk x m), never m x n); derivatives in the kernel
-    hyperparameters come from forward mode inside that pass, so grad/hessian are cheap.
+    L = log N(vec K_zx; 0, 11^T (x) R_zz + tau2 I) + sum_i log gamma(x_i): the Kronecker Gaussian term in
+    O(m^3 + n m) and the log-volume term sum_i (1/2) log det(J(x_i)^T J(x_i)). X is streamed in chunks (memory
+    O(chunk x m), never m x n); derivatives in the kernel hyperparameters come from forward mode inside that
+    pass, so gradients and Hessians are cheap. Traceable in (kernel, tau2).
+
+    Args:
+        X: (n, D) points entering the likelihood.
+        Z: (m, D) inducing points, m >= D, distinct and none of them in X.
+        kernel: the embedding kernel k_theta.
+        tau2: noise variance tau^2 > 0.
+        prior_cov: the prior covariance r_theta (default ``ConvolvedSE(kernel)`` with Lebesgue measure; required
+            for kernels other than the squared exponential).
+        volume: ``"closed"`` (SE kernels, log-space closed form) or ``"autodiff"`` (any differentiable kernel).
+        convention: ``"exact"`` (default); ``"stan_conventions"`` (unit-scale r and the volume term of the
+            paper's Stan program) or ``"stan_as_printed"`` (also the literal Appendix B likelihood,
+            :func:`kron_loglik_as_printed`; 1-D, reproduction only).
+
+    Returns:
+        Scalar array, the log pseudolikelihood.
+
+    Raises:
+        ValueError: for an unknown convention, invalid inducing points, tau2 <= 0, or a non-SE kernel without
+            ``prior_cov``.
+        CholeskyError: when R_zz + (tau2 / n) I cannot be factorised even with jitter.
+        RuntimeError: when float64 is off.
     """
     require_x64("log_pseudolikelihood")
     if convention not in _CONVENTIONS:

@@ -67,11 +67,25 @@ def _check_variances(v, prior):
 
 
 def embedding_posterior(X, kernel: Kernel, tau2=1.0, *, T=None, prior_cov: Kernel | None = None) -> EmbeddingPosterior:
-    """Posterior of the mean embedding of the sample X (n, D) for fixed (theta, tau2).
+    """Posterior of the mean embedding of a sample for fixed hyperparameters (Flaxman et al. 2016, eqs. 7-8).
 
-    Conditions on y = mu_hat(T) with noise tau2 / n (eq. 5); T defaults to X (as in Flaxman et al.
-    2016, eqs. 7-8). prior_cov defaults to ``ConvolvedSE(kernel)``; passing ``kernel`` itself
-    (not a valid RKHS prior) reproduces S-KMSE with lambda = tau2 / n^2.
+    The GP prior mu ~ GP(0, r) is conditioned on the empirical embedding y = mu_hat(T) at locations T with noise
+    variance tau2 / n; one Cholesky factor of R_TT + (tau2 / n) I, O(p^3) once and O(p^2) per query point.
+
+    Args:
+        X: (n, D) float array, the sample.
+        kernel: the embedding kernel k_theta.
+        tau2: noise variance tau^2 > 0 of the empirical embedding.
+        T: (p, D) conditioning locations (default X).
+        prior_cov: the prior covariance r (default ``ConvolvedSE(kernel)``); passing ``kernel`` itself (not a
+            valid RKHS prior) reproduces the S-KMSE estimator with lambda = tau2 / n^2.
+
+    Returns:
+        EmbeddingPosterior: ``mean(X_new)``, ``var(X_new)``, ``cov(X_new)`` and joint ``sample(key, X_new)``.
+
+    Raises:
+        ValueError: for non-finite inputs or tau2 <= 0.
+        RuntimeError: when float64 is off.
     """
     require_x64("embedding_posterior")
     X = as_points(X, "X")

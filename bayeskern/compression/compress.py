@@ -147,12 +147,40 @@ def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient
         steps_per_point: int = 100, optimizer=None, lam_c=None, kernel_x=None, kernel_y=None, response=None,
         standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
         mesh=None) -> CompressionResult:
-    """Joint kernel herding: greedy JMMD^2 minimisation, one pair at a time.
+    """Joint kernel herding: m pairs that keep the joint law of (x, y), chosen greedily one at a time.
 
-    Gradient-free by default over ``candidates`` ("data", a random pool size, data indices, or arrays (x, y));
-    O(n |pool|) once, then O(|pool|) per step. ``gradient=True`` runs the paper's version (seed at the best of
-    10 data pairs, ``steps_per_point`` optax steps). ``lam_c`` only sets the KCME of the result (JKH targets
-    the joint law); by default it is tuned at size m.
+    Each step adds the pair that most decreases JMMD^2 to the data (the kernel-herding score with the tensor
+    kernel k(x, x') l(y, y'), self term included). Gradient-free by default: O(n |pool|) once, then O(|pool|)
+    per step.
+
+    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
+    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
+
+    Args:
+        candidates: the pool: ``"data"`` (every data pair), an integer (a random pool of that size, for large n),
+            data indices, or arrays ``(x_pool, y_pool)``.
+        replace: allow a pool pair to be chosen twice.
+        gradient: run the paper's version instead: each pair starts at the best of 10 random data pairs and takes
+            ``steps_per_point`` optimiser steps.
+        steps_per_point: optimiser steps per pair with ``gradient=True``.
+        optimizer: optax transformation for ``gradient=True`` (default Adam, learning rate 1e-2).
+        lam_c: ridge of the result's conditional mean embedding (only used by its read-outs; JKH targets the joint
+            law); tuned at size m if None.
+
+    Returns:
+        CompressionResult: the herded set; ``indices`` gives the pool positions chosen.
+
+    Raises:
+        ValueError: for invalid sizes or pools, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
+
+    Examples:
+        >>> import jax, bayeskern as bk
+        >>> from bayeskern import compression
+        >>> x, y = compression.data.heteroscedastic(400, jax.random.key(0))
+        >>> res = compression.jkh(x, y, 15, key=jax.random.key(1), progress_bar=False)
+        >>> res.m, len(set(res.indices.tolist()))          # 15 distinct data pairs
+        (15, 15)
     """
     return _herd("jkh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
                  steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
@@ -164,10 +192,30 @@ def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = Fa
          steps_per_point: int = 100, optimizer=None, kernel_x=None, kernel_y=None, response=None,
          standardise: bool = True, block_size: int = 1024, progress_bar: bool = True,
         mesh=None) -> CompressionResult:
-    """Average conditional kernel herding: z_{t+1} = argmin F(C_t u {z}), ridge (t + 1) lam_C.
+    """Average conditional kernel herding: m pairs that keep the conditional law of y given x, chosen greedily.
 
-    Gradient-free by default: all pool candidates are scored at once by a Schur complement, O(|pool| n t) per
-    step (pass a pool size for large n). ``gradient=True``: the paper's seeded optax steps, O(n t^2) each.
+    Each step adds the pair z minimising F(C_t u {z}), the in-sample KCD^2 up to a constant, with ridge
+    (t + 1) lam_C. Gradient-free by default: every pool candidate is scored at once by a Schur complement,
+    O(|pool| n t) per step (pass a pool size for large n).
+
+    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
+    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
+
+    Args:
+        lam_c: ridge of the compressed set's conditional mean embedding; tuned at size m if None.
+        candidates: the pool, as in :func:`jkh`.
+        replace: allow a pool pair to be chosen twice.
+        gradient: the paper's version: each pair starts at the best of 10 random data pairs and takes
+            ``steps_per_point`` optimiser steps, O(n t^2) each.
+        steps_per_point: optimiser steps per pair with ``gradient=True``.
+        optimizer: optax transformation for ``gradient=True`` (default Adam, learning rate 1e-2).
+
+    Returns:
+        CompressionResult: the herded set; ``indices`` gives the pool positions chosen.
+
+    Raises:
+        ValueError: for invalid sizes or pools, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
     """
     return _herd("ackh", x, y, m, lam_c=lam_c, candidates=candidates, replace=replace, gradient=gradient,
                  steps_per_point=steps_per_point, optimizer=optimizer, key=key, kernel_x=kernel_x, kernel_y=kernel_y,
@@ -241,11 +289,30 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
 def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimizer=None, batch_size=None, lam_c=None,
          kernel_x=None, kernel_y=None, response=None, standardise: bool = True, block_size: int = 1024,
          tol: float = 1e-7, progress_bar: bool = True, mesh=None) -> CompressionResult:
-    """Joint kernel inducing points: all m pairs minimise J(C) = JMMD^2 minus its data-data constant jointly (Adam, lr 0.01, by default).
+    """Joint kernel inducing points: m pairs that keep the joint law of (x, y), optimised jointly.
 
-    Starts from the best of ``n_init`` random subsets; O((nm + m^2) d) per step, streamed over data blocks.
-    Discrete responses alternate 10 feature steps with a greedy label sweep. The trace ends with the
-    full-data objective of the returned set.
+    All m pairs minimise J(C) = JMMD^2(data, C) minus its data-data constant, from the best of ``n_init`` random
+    subsets, with optimiser steps (Adam, learning rate 1e-2, by default); O((n m + m^2) d) per step, streamed over
+    data blocks. Discrete responses alternate 10 feature steps with a greedy label sweep.
+
+    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
+    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
+
+    Args:
+        num_steps: optimiser steps.
+        n_init: random subsets tried for the start.
+        optimizer: an optax transformation.
+        batch_size: rows per unbiased minibatch step (None: full data).
+        lam_c: ridge of the result's conditional mean embedding (only used by its read-outs); tuned at size m if
+            None.
+        tol: stop once the objective changes by at most ``tol`` (relative) over a round of steps.
+
+    Returns:
+        CompressionResult: the optimised set; its objective trace ends with the full-data J of the returned set.
+
+    Raises:
+        ValueError: for invalid sizes, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
     """
     return _kip("jkip", x, y, m, lam_c=lam_c, num_steps=num_steps, n_init=n_init, optimizer=optimizer,
                 batch_size=batch_size, key=key, kernel_x=kernel_x, kernel_y=kernel_y, response=response,

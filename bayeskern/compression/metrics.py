@@ -23,9 +23,22 @@ def _pair(sample, kernel_y, name):
 
 
 def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1024):
-    """JMMD^2 between the empirical laws of ``data`` = (x, y) (n pairs) and ``cset`` (m pairs).
+    """JMMD^2 between the empirical laws of a data set and a compressed set: the MMD with kernel k(x, x') l(y, y').
 
     The data-data term costs O(n^2) time but is streamed in blocks (memory O(block_size^2)).
+
+    Args:
+        data: ``(x, y)`` with x (n, d_x) and y (n, d_y) or (n,) labels.
+        cset: ``(cx, cy)`` of m pairs, in the same units as ``data``.
+        kernel_x: kernel on x.
+        kernel_y: kernel on y.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the squared discrepancy (>= 0 up to rounding).
+
+    Raises:
+        ValueError: for unpaired, non-finite or dimension-mismatched inputs.
     """
     x, y = _pair(data, kernel_y, "data")
     cx, cy = _pair(cset, kernel_y, "cset")
@@ -34,10 +47,27 @@ def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1
 
 
 def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam_p, lam_q):
-    """Plug-in AMCMD^2 between the KCMEs of the P- and Q-samples, averaged over the nu-sample (N, d_x).
+    """Plug-in AMCMD^2 between two conditional laws: E_{x ~ nu} ||mu^P_{Y|x} - mu^Q_{Y|x}||^2.
 
-    Evaluated as sum((G D) o D) / N with D = [B_P; -B_Q] and the joint response Gram G (PSD), so it is >= 0
-    up to rounding (the raw value is returned, never clamped). Cost O(n^3 + m^3 + (n + m)^2 N).
+    Both conditional mean embeddings are estimated with ridge (sample size) x lam; the average over nu is taken
+    on the nu-sample. Evaluated as sum((G D) o D) / N with D = [B_P; -B_Q] and the joint response Gram G (PSD), so
+    it is >= 0 up to rounding (the raw value is returned, never clamped). Cost O(n^3 + m^3 + (n + m)^2 N).
+
+    Args:
+        p_sample: ``(x, y)`` of n pairs from P.
+        q_sample: ``(x', y')`` of m pairs from Q.
+        nu_sample: (N, d_x) points of the averaging law nu.
+        kernel_x: kernel on x.
+        kernel_y: kernel on y.
+        lam_p: ridge > 0 of P's embedding.
+        lam_q: ridge > 0 of Q's embedding.
+
+    Returns:
+        Scalar array, the squared discrepancy.
+
+    Raises:
+        ValueError: for unpaired, non-finite or dimension-mismatched inputs, or non-positive ridges.
+        RuntimeError: when float64 is off.
     """
     require_x64("amcmd2")
     x, y = _pair(p_sample, kernel_y, "p_sample")
@@ -61,10 +91,27 @@ def amcmd(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam
 
 
 def kcd2_tower(data, cset, kernel_x: Kernel, kernel_y: Kernel, lam_c, lam_p=None, *, block_size: int = 1024):
-    """In-sample tower KCD^2 of ``cset`` against ``data``: F(C), plus c_hat when ``lam_p`` is given.
+    """In-sample tower estimate of KCD^2 = AMCMD^2(data, cset; data features): F(C), plus c_hat with ``lam_p``.
 
-    Without ``lam_p`` this is the ACKIP/ACKH objective itself (linear in n). c_hat (the mean squared norm of the
-    full-data KCME at the data) costs O(n^3) and is for reporting only; the sum may be slightly negative.
+    Without ``lam_p`` this is the ACKIP/ACKH objective F(C) itself (linear in n). c_hat, the mean squared norm of
+    the full-data embedding at the data, costs O(n^3) and is for reporting only; the tower estimate is not a
+    squared norm and may be slightly negative.
+
+    Args:
+        data: ``(x, y)`` of n pairs.
+        cset: ``(cx, cy)`` of m pairs, in the same units.
+        kernel_x: kernel on x.
+        kernel_y: kernel on y.
+        lam_c: ridge > 0 of the compressed set's embedding.
+        lam_p: ridge > 0 of the full-data embedding; adds c_hat.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array.
+
+    Raises:
+        ValueError: for unpaired, non-finite or dimension-mismatched inputs, or non-positive ridges.
+        RuntimeError: when float64 is off.
     """
     require_x64("kcd2_tower")
     x, y = _pair(data, kernel_y, "data")

@@ -51,10 +51,31 @@ class LowRankCME:
 
 def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint: str = "unconstrained",
             tol: float = 1e-3, max_rank: int | None = None, bases: JDLBases | None = None) -> LowRankCME:
-    """Low-rank CME, closed form F_kl = G_kl / (Lambda_X,l + n lam) (46); constraint="normalised_positive" adds
-    the unconditional normalisation 1^T R_Y F b = n (51) and positivity R_Y F b >= 0 (52), solved exactly
-    through a simplex-constrained QP in the K_Y[p, p] metric (always feasible). ``bases`` reuses a
-    :func:`jdl_bases` factorisation (X, Y, kernels, tol are then ignored)."""
+    """Low-rank conditional mean embedding on the JDL bases (Filipović et al. 2021, Appendix C).
+
+    Closed form F_kl = G_kl / (Lambda_X,l + n lam) (eq. 46); only the m_Y pivot outcomes carry weight, and the
+    weights of a query need not sum to one (``mass`` of the read-out shows it).
+
+    Args:
+        X: (n, d_X) inputs (ignored when ``bases`` is given).
+        Y: (n, d_Y) outcomes, row i paired with X[i].
+        kernel_x: kernel on X.
+        kernel_y: kernel on Y.
+        lam: ridge > 0 (the system holds n lam).
+        constraint: ``"unconstrained"`` or ``"normalised_positive"``: the unconditional normalisation
+            1^T R_Y F b = n and positivity R_Y F b >= 0 (eqs. 51-52), solved exactly as a simplex-constrained QP
+            in the K_Y[p, p] metric (always feasible).
+        tol: relative trace error of the bases.
+        max_rank: optional cap on the ranks.
+        bases: a :func:`jdl_bases` result to reuse (X, Y, kernels and tol are then ignored).
+
+    Returns:
+        LowRankCME: ``conditional_expectation(x_query, f)``, ``weights``, ``normalisation_error``.
+
+    Raises:
+        ValueError: for an unknown constraint, lam <= 0, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
+    """
     if constraint not in ("unconstrained", "normalised_positive"):
         raise ValueError(f"constraint must be 'unconstrained' or 'normalised_positive', got {constraint!r}")
     if not float(lam) > 0:

@@ -65,8 +65,29 @@ def polynomial_basis(X, degree: int) -> PolynomialBasis:
 
 
 def fit_jpdl(X, Y, degree: int, lam: float, *, constraint: str = "unconstrained") -> JointDistributionModel:
-    """Polynomial JPDL: constraint "unconstrained" (H = Gamma / (1 + lam)), "normalised", or "sos" (normalisation
-    plus 1 + h = SOS, i.e. positive everywhere, through Clarabel)."""
+    """Polynomial JPDL: JDL on orthonormal polynomial bases (Filipović et al. 2021, Appendix B).
+
+    Graded monomials up to ``degree``, whitened by the symmetric inverse square root of their empirical Gram
+    matrix, make the bases exact and the problem diagonal with W = 1 + lam.
+
+    Args:
+        X: (n, d_X) inputs; n must exceed the number of monomials and the points must not lie on an algebraic
+            variety of that degree.
+        Y: (n, d_Y) outcomes, row i paired with X[i].
+        degree: polynomial degree q >= 1.
+        lam: ridge > 0.
+        constraint: ``"unconstrained"`` (H = Gamma / (1 + lam)), ``"normalised"``, or ``"sos"``: normalisation
+            plus 1 + h a sum of squares, i.e. positive everywhere, solved by Clarabel
+            (``pip install bayeskern[jpdl]``).
+
+    Returns:
+        JointDistributionModel: the fitted model (same read-outs as :func:`fit_jdl`).
+
+    Raises:
+        ValueError: for an unknown constraint, lam <= 0, unpaired inputs, too few points for the degree, or a
+            singular monomial Gram matrix.
+        ImportError: for ``"sos"`` without Clarabel.
+    """
     if constraint not in ("unconstrained", "normalised", "sos"):
         raise ValueError(f"constraint must be 'unconstrained', 'normalised' or 'sos', got {constraint!r}")
     X, Y = as_points(X, "X"), as_points(Y, "Y")

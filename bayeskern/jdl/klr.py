@@ -38,9 +38,27 @@ def _penalised_loss(coef, A, labels, lam):
 
 def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_rank: int | None = None,
             basis: RotatedBasis | None = None, gtol: float = 1e-9) -> LowRankKLR:
-    """Minimise sum of log-losses + lam ||c||^2 over c in R^{m_X} (no intercept, as in Filipović et al. 2021, Appendix D) with jaxopt L-BFGS.
+    """Low-rank kernel logistic regression on the JDL basis of X (Filipović et al. 2021, Appendix D).
 
-    X: (n, d_X); labels: (n,) in {0, 1}. ``basis`` reuses a rotated Algorithm-1 basis of X.
+    Minimises the summed log-losses + lam ||c||^2 over c in R^{m_X} (no intercept, as written there) with
+    jaxopt's L-BFGS.
+
+    Args:
+        X: (n, d_X) inputs.
+        labels: (n,) labels in {0, 1}.
+        kernel_x: kernel on X.
+        lam: ridge > 0.
+        tol: relative trace error of the basis.
+        max_rank: optional cap on the rank.
+        basis: a rotated basis of X to reuse (e.g. ``jdl_bases(...).basis_x``).
+        gtol: gradient tolerance of L-BFGS.
+
+    Returns:
+        LowRankKLR: ``predict_proba(x_query)`` gives P(label = 1 | x).
+
+    Raises:
+        ValueError: for labels other than 0 and 1, lam <= 0, unpaired or non-finite inputs.
+        RuntimeError: when float64 is off.
     """
     require_x64("fit_klr")
     X = as_points(X, "X")

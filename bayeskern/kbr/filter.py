@@ -55,21 +55,37 @@ class KernelBayesFilter:
     @classmethod
     def build(cls, X, Z, sigma_x, sigma_z, lam, eta, lam_prime=None, *, method: str = "iw",
               smooth_truncation: float | None = None, Z_prev=None) -> "KernelBayesFilter":
-        """Precompute the filter for training pairs X (T, d_x), Z (T, d_z) with explicit bandwidths.
+        """Precompute a filter from training pairs with explicit bandwidths (pure and differentiable).
 
-        The pairs are one trajectory (the transition model learns z_t -> z_{t+1} from consecutive rows), or,
-        with ``Z_prev`` (T, d_z), T transitions Z_prev[j] -> Z[j] observed as X[j] (e.g. a compressed training
-        set, :func:`bayeskern.models.compress_split`): transition (G_prev + T lam' I)^{-1} k(Z_prev, Z).
+        Precomputes the observation Gram matrix, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the
+        transition matrix (row 1 zero, rows 2..T = (G_{Z_-1} + (T - 1) lam' I)^{-1} k(Z_{1..T-1}, Z)). Traceable:
+        under ``jit`` / ``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky solve instead of
+        the truncated eigen-factor.
 
-        ``sigma_x`` is the Gaussian observation bandwidth, or any observation kernel (e.g.
-        ``kbr.FeatureKernel(psi)`` with features learned by ``kbr.train_features`` (the IW(NN) filter) or
-        Nystrom features ``kbr.nystrom_features(RBF(sigma), landmarks)``; with a FeatureKernel of p features the
-        IW update costs O(T p^2) per step instead of O(T^3).
+        Args:
+            X: (T, d_x) observations.
+            Z: (T, d_z) latents: one trajectory (the transition is learned from consecutive rows), or the targets
+                of T transitions ``Z_prev[j] -> Z[j]`` observed as X[j] when ``Z_prev`` is given.
+            sigma_x: Gaussian observation bandwidth > 0, or any observation kernel, e.g.
+                ``kbr.FeatureKernel(psi)`` with learned features (the IW(NN) filter) or Nystrom features
+                ``kbr.nystrom_features(RBF(sigma), landmarks)``; with p features the IW update costs O(T p^2)
+                per step instead of O(T^3).
+            sigma_z: Gaussian latent bandwidth > 0.
+            lam: KBR ridge (operator scale), > 0.
+            eta: KuLSIF ridge (operator scale), > 0.
+            lam_prime: transition ridge (operator scale); default ``eta``.
+            method: ``"iw"`` or ``"original"``.
+            smooth_truncation: replace max(0, gamma) by t softplus(gamma / t) with this t (smooth gradients for
+                NUTS).
+            Z_prev: (T, d_z) sources of the transitions (e.g. a compressed training set,
+                :func:`bayeskern.models.compress_split`).
 
-        Operator-scale regularisers: lam (KBR), eta (KuLSIF), lam_prime (transition, default eta).
-        Traceable: under ``jit``/``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky
-        solve (differentiable) instead of the truncated eigen-factor. ``smooth_truncation=tau`` replaces
-        max(0, gamma) by tau softplus(gamma / tau) (smooth gradients for NUTS).
+        Returns:
+            KernelBayesFilter: the precomputed filter.
+
+        Raises:
+            ValueError: for an unknown method, non-positive bandwidths or ridges, or ``Z_prev`` of another shape
+                than Z.
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")

@@ -103,11 +103,27 @@ def gram_factor(G, *, rtol: float = 1e-12):
 
 
 def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", solver: str = "eigh", factor=None):
-    """Original KBR weights Gamma G_X ((Gamma G_X)^2 + n^2 lam I)^{-1} Gamma G_Xq: (n, q).
+    """Original KBR (Fukumizu, Song & Gretton 2013): W = Gamma G_X ((Gamma G_X)^2 + n^2 lam I)^{-1} Gamma G_Xq.
 
-    Computed in the symmetric form w = Gamma L (C^2 + n^2 lam I)^{-1} L^T Gamma g, C = L^T Gamma L, with
-    L from :func:`gram_factor` (pass ``factor`` to reuse it). ``solver="eigh"`` (default, robust) or
-    ``"cholesky"``. gamma (n,) are the untruncated KuLSIF values.
+    Computed in the symmetric form W = Gamma L (C^2 + n^2 lam I)^{-1} L^T Gamma G_Xq with C = L^T Gamma L and
+    G_X = L L^T (eigenvalues below 1e-12 max dropped), O(n p^2) per prior.
+
+    Args:
+        G_X: (n, n) observation Gram matrix of the training pairs.
+        gamma: (n,) untruncated KuLSIF values of the prior (:func:`kulsif_gamma`); may be negative.
+        G_Xq: (n, q) cross-Gram between training and conditioning observations.
+        lam: ridge > 0 (operator scale: the system holds n^2 lam).
+        reg_scale: ``"operator"`` or ``"gram"`` (lam inserted verbatim).
+        solver: ``"eigh"`` (default, robust to the squared condition number) or ``"cholesky"`` (a jittered SPD
+            solve of C^2 + n^2 lam I; cheaper, less accurate when lam is tiny).
+        factor: a precomputed (n, p) factor L from :func:`gram_factor`.
+
+    Returns:
+        (n, q) array of posterior weights.
+
+    Raises:
+        ValueError: for lam <= 0, an unknown reg_scale or solver.
+        RuntimeError: when float64 is off.
     """
     n = G_X.shape[0]
     c = gram_coefficient(lam, n, 2, reg_scale, "lam")
@@ -159,12 +175,29 @@ def _finish(W, degenerate, prior_weights, policy):
 
 def kbr_iw_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", zero_weight_policy: str = "cme",
                    prior_weights=None, smooth_truncation=None) -> KBRWeights:
-    """Importance-weighted KBR (Algorithm 1): W = sqrt(D) (sqrt(D) G_X sqrt(D) + n lam I)^{-1} sqrt(D) G_Xq.
+    """Importance-weighted KBR (Xu et al. 2022, Algorithm 1): posterior weights on the training atoms.
 
-    G_X: (n, n); gamma: (n,) KuLSIF values, truncated to r = max(0, gamma) (or tau softplus(gamma / tau)
-    with ``smooth_truncation=tau``); G_Xq: (n, q). Finite for any finite input and lam > 0, with
-    ||w|| <= max r ||g|| / (n lam). If every r_i is 0 the ``zero_weight_policy`` applies ("cme": plain
-    CME weights, "prior": ``prior_weights`` unchanged, "zeros") and ``degenerate`` is True.
+    W = sqrt(D) (sqrt(D) G_X sqrt(D) + n lam I)^{-1} sqrt(D) G_Xq with D = diag(r), r = max(0, gamma). The system
+    is SPD with smallest eigenvalue >= n lam, so W is finite for any finite input and lam > 0, with
+    ||w|| <= max r ||g|| / (n lam); gradients through zero ratios are 0, not NaN.
+
+    Args:
+        G_X: (n, n) observation Gram matrix of the training pairs.
+        gamma: (n,) untruncated KuLSIF values of the prior (:func:`kulsif_gamma`).
+        G_Xq: (n, q) cross-Gram between training and conditioning observations.
+        lam: ridge > 0 (operator scale unless ``reg_scale="gram"``).
+        reg_scale: ``"operator"`` (the system holds n lam) or ``"gram"`` (lam inserted verbatim).
+        zero_weight_policy: what happens when every r_i is 0: ``"cme"`` (plain CME weights), ``"prior"``
+            (``prior_weights`` unchanged) or ``"zeros"``.
+        prior_weights: (n,) prior weights on the training atoms, for ``zero_weight_policy="prior"``.
+        smooth_truncation: replace max(0, gamma) by t softplus(gamma / t) with this t (smooth gradients).
+
+    Returns:
+        KBRWeights: ``weights`` (n, q) and the flag ``degenerate`` (all ratios truncated to zero).
+
+    Raises:
+        ValueError: for lam <= 0, an unknown reg_scale or policy, or ``"prior"`` without prior weights.
+        RuntimeError: when float64 is off.
     """
     n = G_X.shape[0]
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")

@@ -86,10 +86,29 @@ def blocked_matvec(kernel, X, Y, V, block_size):
 
 
 def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """K(X, Y) @ V without forming K(X, Y).
+    """K(X, Y) @ V without forming K(X, Y): blocks of rows, memory O(block_size^2 + (n + m) k).
 
-    X: n points, Y: m points, V: (m,) or (m, k). Returns (n,) or (n, k).
-    Memory O(block_size^2 + (n + m) k).
+    Args:
+        kernel: the kernel.
+        X: (n, d) points (or the input the kernel takes).
+        Y: (m, d) points.
+        V: (m,) or (m, k) real array.
+        block_size: rows per block.
+
+    Returns:
+        (n,) or (n, k) array, as V is 1-D or 2-D.
+
+    Raises:
+        ValueError: for non-finite inputs, mismatched dimensions, V of another length than Y or of rank > 2.
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> from bayeskern.kernels import kernel_matvec
+        >>> rng = np.random.default_rng(0)
+        >>> X, V = rng.standard_normal((500, 2)), rng.standard_normal(500)
+        >>> dense = bk.RBF(1.0).gram(X) @ V
+        >>> bool(np.allclose(kernel_matvec(bk.RBF(1.0), X, X, V, block_size=128), dense))
+        True
     """
     X, Y = kernel.prepare_pair(X, Y)
     V = check_finite(jnp.asarray(V), "V")
@@ -103,7 +122,20 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
 
 
 def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Row sums sum_j k(x_i, y_j) (Y defaults to X): (n,). Matrix-free."""
+    """Row sums sum_j k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free.
+
+    Args:
+        kernel: the kernel.
+        X: (n, d) points.
+        Y: optional (m, d) points.
+        block_size: rows per block.
+
+    Returns:
+        (n,) array.
+
+    Raises:
+        ValueError: for non-finite inputs or mismatched dimensions.
+    """
     Y = X if Y is None else Y
     X, Y = kernel.prepare_pair(X, Y)
     ones = jnp.ones((num_points(Y), 1), jnp.result_type(float))
@@ -111,5 +143,18 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Total sum_{i,j} k(x_i, y_j) (Y defaults to X). Matrix-free."""
+    """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free.
+
+    Args:
+        kernel: the kernel.
+        X: (n, d) points.
+        Y: optional (m, d) points.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array.
+
+    Raises:
+        ValueError: for non-finite inputs or mismatched dimensions.
+    """
     return jnp.sum(kernel_row_sums(kernel, X, Y, block_size=block_size))

@@ -12,14 +12,28 @@ _CONVENTIONS = {"half_sq": 1.0, "sq": 2.0 ** -0.5}
 
 
 def median_heuristic(X, Y=None, *, convention: str = "half_sq", max_points: int = 3000, key=None):
-    """Median pairwise Euclidean distance as an RBF lengthscale.
+    """Median pairwise Euclidean distance, as an RBF lengthscale.
 
-    X: (n, d) or (n,); Y (optional) is pooled with X, as for two-sample tests.
-    ``convention="half_sq"`` returns the median itself, the lengthscale of
-    ``exp(-d^2 / (2 l^2))``; ``convention="sq"`` returns median / sqrt(2), the
-    lengthscale l in this library's convention that reproduces ``exp(-d^2 / median^2)``.
-    Above ``max_points`` pooled points the median is taken on a random subsample of
-    that size drawn with ``key`` (default ``jax.random.key(0)``, so repeated calls agree).
+    Args:
+        X: (n, d) or (n,) float array.
+        Y: optional (m, d) array pooled with X, as for two-sample tests.
+        convention: ``"half_sq"`` returns the median itself, the lengthscale l of exp(-d^2 / (2 l^2));
+            ``"sq"`` returns median / sqrt(2), which reproduces exp(-d^2 / median^2).
+        max_points: above this many pooled points the median is taken on a random subsample of that size.
+        key: PRNG key of the subsample (default ``jax.random.key(0)``, so repeated calls agree).
+
+    Returns:
+        float: the lengthscale.
+
+    Raises:
+        ValueError: for an unknown convention, non-finite inputs, fewer than 2 pooled points, samples of different
+            dimension, or a zero median (more than half the pairs are duplicates).
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> X = np.array([[0.0], [1.0], [3.0]])                  # distances 1, 2, 3
+        >>> bk.median_heuristic(X), round(bk.median_heuristic(X, convention="sq"), 4)
+        (2.0, 1.4142)
     """
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {sorted(_CONVENTIONS)}, got {convention!r}")
