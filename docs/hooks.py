@@ -3,20 +3,22 @@
 bayeskern installs ``models/`` and ``inference/`` as ``bayeskern.models`` and ``bayeskern.inference``; the API
 reference reads sources statically, so the build first lays out the installed package shape in ``.docs-src/``
 (symbolic links only). The command-line page shows the parser's own help text, so it cannot drift from the code,
-and Sphinx-style roles in docstrings (:func:`name`) are shown as plain code.
+and Sphinx-style references in docstrings (:func:`name`) become links into the API reference.
 """
 
 import argparse
 import os
 import re
 import shutil
+import zlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / ".docs-src"
 
 MARKER = "<!-- cli-help -->"
-ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc):(?=<code>)")
+ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc):<code>([\w.]+)</code>")
+REFERENCE = re.compile(r'<code class="bk-ref">([\w.]+)</code>')
 
 
 def _help_sections():
@@ -61,5 +63,44 @@ def on_page_markdown(markdown, page, config, files):
 
 
 def on_page_content(html, page, config, files):
-    """Docstrings write references the Sphinx way (:func:`name`); show them as code, without the role."""
-    return ROLE.sub("", html)
+    """Docstrings write references the Sphinx way (:func:`name`): mark them for linking once all pages exist."""
+    return ROLE.sub(r'<code class="bk-ref">\1</code>', html)
+
+
+def _inventory(site_dir: Path) -> dict:
+    """identifier -> page-relative URI from the objects.inv mkdocstrings wrote."""
+    data = (site_dir / "objects.inv").read_bytes().split(b"\n", 4)[4]
+    uris = {}
+    for line in zlib.decompress(data).decode().splitlines():
+        name, _, _, uri, *_ = line.split(" ", 4) + [""]
+        uris[name] = uri[:-1] + name if uri.endswith("$") else uri
+    return uris
+
+
+def _target(name: str, uris: dict):
+    """The URI of a referenced name: itself, or the unique shortest identifier ending in it."""
+    if name in uris:
+        return uris[name]
+    matches = sorted((len(i), i) for i in uris if i.endswith("." + name))
+    if matches and (len(matches) == 1 or matches[0][0] < matches[1][0]):
+        return uris[matches[0][1]]
+    return None
+
+
+def on_post_build(config):
+    """Turn the marked references into links to the API reference; names it does not document stay code."""
+    site = Path(config["site_dir"])
+    uris = _inventory(site)
+    for page in site.rglob("*.html"):
+        html = page.read_text()
+        if "bk-ref" not in html:
+            continue
+
+        def link(match):
+            uri = _target(match.group(1), uris)
+            code = f"<code>{match.group(1)}</code>"
+            if uri is None:
+                return code
+            return f'<a href="{os.path.relpath(site / uri.split("#")[0], page.parent)}/#{uri.split("#")[1]}">{code}</a>'
+
+        page.write_text(REFERENCE.sub(link, html))

@@ -123,6 +123,9 @@ def test_strict_docs_build_documents_every_public_name_the_gallery_and_the_cli(t
         assert (DOCS / "gallery" / "img" / f"{script.stem}.png").stat().st_size > 10_000
         assert (site / "gallery" / "img" / f"{script.stem}.png").is_file()
 
+    jdl_page = (site / "api" / "jdl" / "index.html").read_text()  # docstring references became links
+    assert '<a href="./#bayeskern.jdl.jdl_bases"><code>jdl_bases</code></a>' in jdl_page and ":func:" not in jdl_page
+
     html = (site / "api" / "cli" / "index.html").read_text()
     for command in ("demo", "two-sample", "independence", "filter", "compress", "jdl"):
         assert f"bayeskern {command}" in html
