@@ -6,11 +6,13 @@ __all__ = ["enable_x64", "x64_enabled", "require_x64"]
 
 
 def enable_x64(use_x64: bool = True) -> None:
-    """Make JAX default to float64 (as ``numpyro.enable_x64``).
+    """Make JAX default to float64 (as ``numpyro.enable_x64``); importing bayeskern never does this itself.
 
-    Call once at program start, before creating arrays. Kernel linear algebra
-    (Cholesky factors, log-determinants, Gram solves) in bayeskern refuses to
-    run in float32; see :func:`require_x64`.
+    Call once at program start, before creating arrays. Kernel linear algebra (Cholesky factors,
+    log-determinants, Gram solves) in bayeskern refuses to run in float32.
+
+    Args:
+        use_x64: True for float64, False to return to JAX's float32 default.
     """
     jax.config.update("jax_enable_x64", bool(use_x64))
 

@@ -18,12 +18,15 @@ UNDEFINED_MASS = 1e-12
 
 @fitted
 class ConditionalExpectation:
-    """E[f(Y) | X = x] for q query points.
+    """Conditional expectations E[f(Y) | X = x] at q query points: the result of every conditional read-out.
 
-    mean: (q, ...) the estimate (NaN where ``undefined``); mass: (q,) the total weight the estimator gives the
-    conditional law (1 for an exactly normalised conditional; linear estimators such as the CME are not
-    normalised, so ``mass - 1`` is their normalisation error); undefined: (q,) bool, where a self-normalised
-    estimate has (numerically) zero mass and cannot be formed. Linear estimators are defined everywhere.
+    Attributes:
+        mean: (q, ...) the estimates (NaN where ``undefined``).
+        mass: (q,) the total weight the estimator gives the conditional law: 1 for an exactly normalised
+            conditional; linear estimators such as the CME are not normalised, so ``mass - 1`` is their
+            normalisation error.
+        undefined: (q,) bool, True where a self-normalised estimate has (numerically) zero mass and cannot be
+            formed. Linear estimators are defined everywhere.
     """
 
     mean: jax.Array

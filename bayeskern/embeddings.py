@@ -16,11 +16,15 @@ __all__ = ["KernelEmbedding", "mean_embedding", "witness", "skmse"]
 
 @fitted
 class KernelEmbedding:
-    """The RKHS function mu(.) = sum_i weights[i] k(points[i], .).
+    """An RKHS function mu(.) = sum_i weights[i] k(points[i], .), e.g. a mean embedding or a witness function.
 
-    points: n inputs of the kernel (array (n, d) or a pair for tensor-product
-    kernels); weights: (n,). Uniform weights 1/n give the empirical mean embedding;
-    signed weights give witness functions. A pytree, so it passes through ``jit``.
+    Calling it evaluates it blockwise at new points; ``inner`` and ``norm2`` are RKHS inner products, and
+    embeddings add, subtract and scale. A pytree, so it passes through ``jit``.
+
+    Attributes:
+        kernel: the kernel k.
+        points: n inputs of the kernel ((n, d), or a pair for tensor-product kernels).
+        weights: (n,) weights; uniform 1/n give the empirical mean embedding, signed weights witness functions.
     """
 
     kernel: Kernel

@@ -15,12 +15,14 @@ def permutation_p_value(observed: float, null) -> float:
 
 @dataclass(frozen=True)
 class HypothesisTestResult:
-    """Outcome of a kernel test.
+    """Outcome of a kernel test (MMD or HSIC).
 
-    statistic: the observed statistic; p_value: its p-value under H0;
-    method: how the null was obtained ("permutation", "gamma", "normal");
-    null_samples: the permutation statistics (B,) when ``method == "permutation"``;
-    kernels: the kernel(s) used, so a run can be reproduced.
+    Attributes:
+        statistic: the observed statistic.
+        p_value: its p-value under H0.
+        method: how the null was obtained: ``"permutation"``, ``"gamma"`` or ``"normal"``.
+        null_samples: the permutation statistics (B,) when ``method == "permutation"``, else None.
+        kernels: the kernel(s) used, so a run can be reproduced.
     """
 
     statistic: float

@@ -46,10 +46,20 @@ def _worst(dataset, reduce):
 
 def diagnose(idata, *, rhat_max: float = 1.01, min_ess: float | None = None, var_names=None,
              warn: bool = True) -> Diagnostics:
-    """Split-R-hat, bulk/tail ESS and divergences of an arviz ``InferenceData``.
+    """Split R-hat, bulk and tail ESS and divergences of an arviz ``InferenceData``, worst case over variables.
 
-    Warns with :class:`MCMCWarning` when max R-hat > ``rhat_max``, min ESS < ``min_ess``
-    (default 100 per chain) or any transition diverged.
+    Args:
+        idata: arviz ``InferenceData`` with a posterior (and sample stats for divergences).
+        rhat_max: flag a max rank-normalised split R-hat above this.
+        min_ess: flag a bulk or tail ESS below this (default 100 per chain).
+        var_names: variables to check (default all).
+        warn: emit the warning (else only report the problems).
+
+    Returns:
+        Diagnostics: the worst-case summaries and the list of problems.
+
+    Warns:
+        MCMCWarning: when any check fails.
     """
     posterior = idata.posterior if var_names is None else idata.posterior[var_names]
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]

@@ -32,15 +32,24 @@ _SITE_DIMS = {"lengthscale": ("input_dim",), "log_lengthscale": ("input_dim",),
 
 @fitted
 class MCMCResult:
-    """Posterior draws of one NUTS run.
+    """Posterior draws of one NUTS run, with everything arviz needs.
 
-    samples: site name -> array (chains, draws, ...) on the constrained scale, deterministic sites included;
-    sample_stats: per-transition statistics (chains, draws): ``lp`` (log density on the unconstrained scale),
-    ``energy`` (Hamiltonian), ``tree_depth``, ``n_steps`` (leapfrog steps), ``step_size``, ``diverging``,
-    ``acceptance_rate``; observed_data: the model's observed sites; constant_data: the array arguments the
-    model was called with; log_likelihood: observed site -> (chains, draws, observations...) pointwise log
-    likelihoods, scaled as they enter the posterior (empty when the model has no observed sites); diagnostics:
-    :class:`Diagnostics`; wall_time: seconds for warm-up and sampling. ``idata`` is the same as arviz ``InferenceData``.
+    ``draws()`` pools the chains; ``idata`` is the same run as an arviz ``InferenceData`` (posterior with named
+    dimensions, sample stats, observed and constant data, pointwise log likelihood); ``.save(path)`` and
+    :func:`bayeskern.load` round-trip it.
+
+    Attributes:
+        samples: site name -> array (chains, draws, ...) on the constrained scale, deterministic sites included.
+        sample_stats: per-transition statistics (chains, draws): ``lp`` (log density on the unconstrained scale),
+            ``energy`` (Hamiltonian), ``tree_depth``, ``n_steps`` (leapfrog steps), ``step_size``,
+            ``diverging``, ``acceptance_rate``.
+        observed_data: the model's observed sites.
+        constant_data: the array arguments the model was called with.
+        log_likelihood: observed site -> (chains, draws, observations...) pointwise log likelihoods, scaled as they
+            enter the posterior (empty when the model has no observed sites).
+        diagnostics: :class:`Diagnostics` of the run.
+        wall_time: seconds for warm-up and sampling.
+        backend: ``"numpyro"`` or ``"blackjax"``.
     """
 
     samples: dict

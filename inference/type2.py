@@ -20,13 +20,18 @@ _TAU2_BOUNDS = (1e-8, 1e4)
 
 @fitted
 class Type2Result:
-    """Outcome of :func:`fit_type2`.
+    """Outcome of :func:`fit_type2`; ``kernel()`` is the RBF at the optimum.
 
-    lengthscale: the maximiser (float, or (D,) for ARD); log_likelihood: L there; tau2: the
-    noise variance used (learned only with ``learn_tau2=True``); local_maxima: refined
-    (lengthscale, L) pairs of every grid-local maximum, best first; grid/curve: the
-    log-spaced lengthscale grid and L on it (isotropic fits); m, n: inducing and likelihood
-    point counts (report them with the result: m changes the answer).
+    Attributes:
+        lengthscale: the maximiser (float, or (D,) for ARD).
+        log_likelihood: the pseudolikelihood L there.
+        tau2: the noise variance used (learned only with ``learn_tau2=True``).
+        local_maxima: refined (lengthscale, L) pairs of every grid-local maximum, best first.
+        grid: the log-spaced lengthscale grid (isotropic fits; else None).
+        curve: L on the grid.
+        m: number of inducing points (report it with the result: m changes the answer).
+        n: number of likelihood points.
+        convention: the model variant.
     """
 
     lengthscale: float | np.ndarray

@@ -27,7 +27,14 @@ _KERNEL_CLASSES: dict[str, type] = {}
 
 
 def kernel_class(name: str):
-    """bayeskern's kernel class called ``name``, or None (every Kernel subclass of bayeskern registers)."""
+    """bayeskern's kernel class called ``name`` (every Kernel subclass of bayeskern registers), or None.
+
+    Args:
+        name: a class name, e.g. ``"RBF"``.
+
+    Returns:
+        The class, or None for a name bayeskern does not define (how saved files refuse foreign kernels).
+    """
     return _KERNEL_CLASSES.get(name)
 
 
@@ -144,7 +151,12 @@ _compiled_paired = jax.jit(lambda kernel, X, Y: kernel.evaluate_paired(X, Y))
 
 
 class Sum(Kernel):
-    """k(x, y) = k1(x, y) + k2(x, y)."""
+    """Sum kernel k(x, y) = k1(x, y) + k2(x, y); ``k1 + k2`` builds it.
+
+    Args:
+        k1: first kernel.
+        k2: second kernel, on the same inputs.
+    """
 
     _leaves = ("k1", "k2")
 
@@ -162,7 +174,12 @@ class Sum(Kernel):
 
 
 class Product(Kernel):
-    """k(x, y) = k1(x, y) * k2(x, y) on the same inputs."""
+    """Product kernel k(x, y) = k1(x, y) k2(x, y) on the same inputs; ``k1 * k2`` builds it.
+
+    Args:
+        k1: first kernel.
+        k2: second kernel, on the same inputs (for kernels on different inputs use :class:`TensorProduct`).
+    """
 
     _leaves = ("k1", "k2")
 
@@ -180,7 +197,12 @@ class Product(Kernel):
 
 
 class Scaled(Kernel):
-    """k(x, y) = scale * base(x, y) with scale > 0 (a signal variance)."""
+    """Scaled kernel k(x, y) = scale base(x, y); ``scale * base`` builds it.
+
+    Args:
+        base: the kernel.
+        scale: signal variance > 0 (a pytree leaf).
+    """
 
     _leaves = ("base", "scale")
 
@@ -203,10 +225,14 @@ class Scaled(Kernel):
 
 
 class TensorProduct(Kernel):
-    """Kernel on pairs: k((x, y), (x', y')) = k_x(x, x') * k_y(y, y').
+    """Kernel on pairs: k((x, y), (x', y')) = k_x(x, x') k_y(y, y').
 
-    Inputs are tuples ``(X, Y)`` of aligned samples with the same number of rows,
-    e.g. features and labels of a labelled data set.
+    Inputs are tuples ``(X, Y)`` of aligned samples with the same number of rows, e.g. features and labels of a
+    labelled data set (the joint kernel of JMMD and of joint herding).
+
+    Args:
+        k_x: kernel on the first component.
+        k_y: kernel on the second component.
     """
 
     _leaves = ("k_x", "k_y")

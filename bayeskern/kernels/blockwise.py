@@ -29,9 +29,16 @@ DEFAULT_BLOCK_SIZE = 1024
 
 
 def split_rows(A, size: int):
-    """Cut a data pytree (n rows) into blocks of ``size`` rows, padding the last block by repeating row 0.
+    """Cut a data pytree of n rows into blocks of ``size`` rows, padding the last block by repeating row 0.
 
-    Returns (blocks with leading axes (n_blocks, size), mask (n_blocks, size) True on real rows). Traceable."""
+    Args:
+        A: a pytree of arrays with n leading rows.
+        size: rows per block, >= 1.
+
+    Returns:
+        (blocks, mask): the pytree with leading axes (n_blocks, size), and a (n_blocks, size) bool mask that is
+        True on real rows. Traceable.
+    """
     n = num_points(A)
     n_blocks = -(-n // size)
     pad = n_blocks * size - n
@@ -46,12 +53,17 @@ def split_rows(A, size: int):
 
 
 def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Row-wise sum over column blocks: ``out[i] = sum_blocks fn(A_I, B_J, mask_J)[i]``.
+    """Row-wise sums over column blocks, out[i] = sum_J fn(A_I, B_J, mask_J)[i]: the generic blocked reduction.
 
-    ``A`` (n rows) and ``B`` (m rows) are pytrees of arrays. ``fn(A_block, B_block,
-    col_mask)`` returns an array with leading dimension ``len(A_block)``; it must
-    zero the contribution of padded columns (``col_mask`` is False there).
-    Returns the per-row sums, leading dimension n. Traceable (use inside ``jit``).
+    Args:
+        fn: ``fn(A_block, B_block, col_mask)`` returning an array with leading dimension ``len(A_block)``; it must
+            zero the contribution of padded columns (where ``col_mask`` is False).
+        A: pytree of arrays with n leading rows.
+        B: pytree of arrays with m leading rows.
+        block_size: rows per block of A and of B.
+
+    Returns:
+        The per-row sums, leading dimension n. Traceable (use inside ``jit``); memory O(block_size^2).
     """
     n, m = num_points(A), num_points(B)
     size_a, size_b = min(block_size, n), min(block_size, m)
@@ -76,8 +88,18 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
 
 @partial(jax.jit, static_argnames=("block_size",))
 def blocked_matvec(kernel, X, Y, V, block_size):
-    """K(X, Y) @ V in blocks, unchecked (inputs prepared, V (m, k)): the compiled core of :func:`kernel_matvec`
-    for code that validated its inputs once. (n, k)."""
+    """K(X, Y) @ V in row blocks, unchecked: the compiled core of :func:`kernel_matvec` for traced code.
+
+    Args:
+        kernel: the kernel.
+        X: (n, d) inputs already prepared (``kernel.prepare``).
+        Y: (m, d) prepared inputs.
+        V: (m, k) array.
+        block_size: rows per block.
+
+    Returns:
+        (n, k) array.
+    """
     def fn(x_block, yv_block, mask):
         y_block, v_block = yv_block
         return kernel.evaluate(x_block, y_block) @ jnp.where(mask[:, None], v_block, 0.0)

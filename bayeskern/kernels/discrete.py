@@ -9,7 +9,11 @@ __all__ = ["Indicator"]
 
 
 class Indicator(Kernel):
-    """k(a, b) = 1 if a == b else 0, on integer class labels of shape (n,) or (n, 1)."""
+    """Indicator kernel k(a, b) = 1 if a == b else 0, on integer class labels of shape (n,) or (n, 1).
+
+    Characteristic on a finite set of labels: the kernel for discrete responses in HSIC tests, JDL and
+    compression.
+    """
 
     def prepare(self, y, name):
         return as_labels(y, name)

@@ -9,7 +9,7 @@ __all__ = ["Linear", "Polynomial"]
 
 
 class Linear(Kernel):
-    """k(x, y) = x . y."""
+    """Linear kernel k(x, y) = x . y (no hyperparameters)."""
 
     def evaluate(self, X, Y):
         return X @ Y.T
@@ -19,7 +19,12 @@ class Linear(Kernel):
 
 
 class Polynomial(Kernel):
-    """k(x, y) = (x . y + offset)^degree with integer degree >= 1 and offset >= 0."""
+    """Polynomial kernel k(x, y) = (x . y + offset)^degree.
+
+    Args:
+        degree: integer degree >= 1 (static structure).
+        offset: offset >= 0 (a pytree leaf).
+    """
 
     _leaves = ("offset",)
     _static = ("degree",)

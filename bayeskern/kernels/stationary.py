@@ -26,7 +26,17 @@ _UNROLL_MAX_DIM = 16
 
 
 def squared_distances(Xs, Ys):
-    """Squared Euclidean distances (n, m) by the expansion about the mean of Xs (fast; rounding O(eps spread^2))."""
+    """Squared Euclidean distances by the expansion ||x||^2 + ||y||^2 - 2 x.y about the mean of Xs.
+
+    Fast (one matrix product); the rounding error is O(eps x spread^2), and negative round-off is clipped to 0.
+
+    Args:
+        Xs: (n, d) array.
+        Ys: (m, d) array.
+
+    Returns:
+        (n, m) array.
+    """
     c = jnp.mean(Xs, axis=0)
     Xc, Yc = Xs - c, Ys - c
     d2 = jnp.sum(Xc**2, axis=1)[:, None] + jnp.sum(Yc**2, axis=1)[None, :] - 2.0 * Xc @ Yc.T
@@ -47,7 +57,10 @@ def _safe_sqrt(r2):
 
 
 class Stationary(Kernel):
-    """Base for k(x, y) = profile(r^2) with scaled squared distance r^2."""
+    """Base class of stationary kernels k(x, y) = profile(r^2), r^2 = ||(x - y) / l||^2.
+
+    Subclasses define :meth:`profile`; the lengthscale (scalar or (D,) for ARD) is a pytree leaf.
+    """
 
     _leaves = ("lengthscale",)
     _smooth_in_r2 = False  # True: rounding in r^2 is harmless, use the fast expansion
@@ -83,7 +96,19 @@ class Stationary(Kernel):
 
 
 class RBF(Stationary):
-    """Squared exponential: exp(-||x - y||^2 / (2 l^2)); vector l gives ARD."""
+    """Squared-exponential kernel exp(-r^2 / 2), r = ||(x - y) / l||.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Examples:
+        >>> import numpy as np, bayeskern as bk
+        >>> k = bk.RBF(2.0)
+        >>> bool(np.isclose(k.cross(np.zeros((1, 1)), np.full((1, 1), 2.0))[0, 0], np.exp(-0.5)))
+        True
+        >>> bk.RBF(np.array([1.0, 10.0])).gram(np.ones((3, 2))).shape   # ARD on 2-D points
+        (3, 3)
+    """
 
     _smooth_in_r2 = True
 
@@ -92,14 +117,22 @@ class RBF(Stationary):
 
 
 class Matern12(Stationary):
-    """Matérn nu = 1/2 (exponential kernel): exp(-r)."""
+    """Matérn kernel with nu = 1/2 (the exponential kernel): exp(-r), r = ||(x - y) / l||.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+    """
 
     def profile(self, r2):
         return jnp.exp(-_safe_sqrt(r2))
 
 
 class Matern32(Stationary):
-    """Matérn nu = 3/2: (1 + sqrt(3) r) exp(-sqrt(3) r)."""
+    """Matérn kernel with nu = 3/2: (1 + sqrt(3) r) exp(-sqrt(3) r), r = ||(x - y) / l||.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+    """
 
     def profile(self, r2):
         s = jnp.sqrt(3.0) * _safe_sqrt(r2)
@@ -107,7 +140,11 @@ class Matern32(Stationary):
 
 
 class Matern52(Stationary):
-    """Matérn nu = 5/2: (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)."""
+    """Matérn kernel with nu = 5/2: (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r), r = ||(x - y) / l||.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+    """
 
     def profile(self, r2):
         s = jnp.sqrt(5.0) * _safe_sqrt(r2)
@@ -115,7 +152,12 @@ class Matern52(Stationary):
 
 
 class RationalQuadratic(Stationary):
-    """Rational quadratic: (1 + r^2 / (2 alpha))^(-alpha), alpha > 0."""
+    """Rational quadratic kernel (1 + r^2 / (2 alpha))^(-alpha), r = ||(x - y) / l||: a scale mixture of RBFs.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+        alpha: shape alpha > 0 (alpha -> infinity gives the RBF).
+    """
 
     _leaves = ("lengthscale", "alpha")
     _smooth_in_r2 = True
@@ -129,10 +171,15 @@ class RationalQuadratic(Stationary):
 
 
 class RBFFull(Kernel):
-    """Squared exponential with a full covariance: exp(-(x - y)^T Sigma^{-1} (x - y) / 2).
+    """Squared-exponential kernel with a full covariance: exp(-(x - y)^T Sigma^{-1} (x - y) / 2).
 
-    Parameterised by ``scale_tril``, a lower-triangular L with positive diagonal,
-    Sigma = L L^T (D x D). RBF(l) is the case L = l I.
+    RBF(l) is the case L = l I.
+
+    Args:
+        scale_tril: (D, D) lower-triangular L with positive diagonal, Sigma = L L^T.
+
+    Raises:
+        ValueError: for a non-square matrix or a diagonal that is not positive.
     """
 
     _leaves = ("scale_tril",)
@@ -169,9 +216,18 @@ class RBFFull(Kernel):
 
 
 def se_scale_tril(kernel, dim: int):
-    """Cholesky factor of Sigma for a squared-exponential kernel k = exp(-d^T Sigma^{-1} d / 2): (D, D).
+    """Cholesky factor L of Sigma for a squared-exponential kernel k = exp(-d^T Sigma^{-1} d / 2).
 
-    RBF(l): l I_D; RBF with ARD vector l: diag(l); RBFFull: its scale_tril.
+    Args:
+        kernel: ``RBF`` (L = l I_D, or diag(l) for ARD) or ``RBFFull`` (its scale_tril).
+        dim: the input dimension D.
+
+    Returns:
+        (D, D) array.
+
+    Raises:
+        TypeError: for other kernels.
+        ValueError: for an ARD lengthscale of another length than D.
     """
     if isinstance(kernel, RBFFull):
         return kernel.scale_tril
