@@ -134,7 +134,7 @@ def test_strict_docs_build_documents_every_public_name_the_gallery_and_the_cli(t
 
 # --- runnable documentation ------------------------------------------------------------------------------------
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-SLOW_BLOCKS = {"howto/filtering-2"}  # NUTS over the filter's hyperparameters: runs with pytest -m slow
+SLOW_BLOCKS = {"howto/filtering-3"}  # NUTS over the filter's hyperparameters: runs with pytest -m slow
 
 
 def _python_blocks():

@@ -44,6 +44,7 @@ def fitted_objects():
     kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4)
     objects["filter"] = kbf
     objects["tune"] = kbr.TuneResult(kbf, 1.0, 1e-3, 1e-4, {(1.0, 1e-3): 0.25})
+    objects["filter_state"] = kbf.update(kbf.initial_state(), seq.X_test[0])[0]
     bases = jdl.jdl_bases(X, Y, RBF(0.5), RBF(0.5), tol=1e-4)
     objects["jdl"] = jdl.fit_jdl(None, None, None, None, 1e-3, constraint="normalised", bases=bases)
     objects["jpdl"] = jdl.fit_jpdl(X, Y, 3, 1e-2)
@@ -58,7 +59,7 @@ def fitted_objects():
 
 
 def test_every_fitted_class_round_trips_bit_for_bit(fitted_objects, tmp_path):
-    expected = {bk.kbr.KernelBayesFilter, kbr.TuneResult, jdl.JointDistributionModel, jdl.LowRankCME,
+    expected = {bk.kbr.KernelBayesFilter, kbr.FilterState, kbr.TuneResult, jdl.JointDistributionModel, jdl.LowRankCME,
                 jdl.LowRankKLR, compression.CompressionResult, MCMCResult, Type2Result, bke.EmbeddingPosterior,
                 bke.WitnessPosterior, bk.KernelEmbedding, bk.ConditionalExpectation}
     assert {type(obj) for obj in fitted_objects.values()} == expected

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import bayeskern as bk
 from bayeskern import kbr
 from bayeskern.kernels import RBF
 
@@ -113,6 +114,40 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
     with pytest.raises(TypeError, match="cannot save a value of type Partial"):
         kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(custom), 0.6, 1e-3, 1e-4).save(tmp_path / "m.npz")
     assert not (tmp_path / "m.npz").exists()  # nothing half-written
+
+
+def test_streaming_updates_equal_batch_filtering_for_every_observation_model(tmp_path):
+    seq = kbr.data.circle_dynamics(60, jax.random.key(5), T_test=25)
+    landmarks = kbr.select_landmarks(RBF(0.5), seq.X, 10)
+    filters = {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
+               "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
+               "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
+                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+    for name, kbf in filters.items():
+        means, weights = kbf.filter(seq.X_test, return_weights=True)
+        state = kbf.initial_state()
+        np.testing.assert_array_equal(state.predicted, np.full(60, 1 / 60))
+        for t, x in enumerate(seq.X_test):
+            state, mean = kbf.update(state, x)
+            np.testing.assert_allclose(mean, means[t], rtol=0, atol=1e-10, err_msg=f"{name}, step {t}")
+            np.testing.assert_allclose(state.filtered, weights[t], rtol=0, atol=1e-10)
+            if t == 11:  # a live filter checkpoints and resumes exactly
+                state.save(tmp_path / f"{name}.npz")
+                state = bk.load(tmp_path / f"{name}.npz")
+        assert int(state.step) == 25
+    # a step is one compiled function of the state: it jits and vmaps over independent streams
+    kbf = filters["iw"]
+    states = jax.vmap(lambda _: kbf.initial_state())(jnp.arange(3))
+    xs = jnp.stack([seq.X_test[0], seq.X_test[1], seq.X_test[2]])
+    stepped, step_means = jax.jit(jax.vmap(kbf.update))(states, xs)
+    for b in range(3):
+        np.testing.assert_allclose(step_means[b], kbf.update(kbf.initial_state(), xs[b])[1], atol=1e-12)
+    spread = kbr.posterior_spread(state.filtered[:, None], kbf.Z)  # per-step spread of the same posterior
+    assert spread.shape == (1, 2, 2) and np.all(np.linalg.eigvalsh(np.asarray(spread[0])) >= -1e-12)
+    with pytest.raises(ValueError, match="x must be one observation of dimension 2"):
+        kbf.update(kbf.initial_state(), np.zeros(3))
+    with pytest.raises(ValueError, match="non-finite"):
+        kbf.update(kbf.initial_state(), np.array([np.nan, 0.0]))
 
 
 def test_filter_traces_under_jit_and_vmaps_over_sequences():

@@ -16,7 +16,7 @@ from .features import (
     select_landmarks,
     train_features,
 )
-from .filter import (ETA_GRID, LAMBDA_GRIDS, KernelBayesFilter, TuneResult, filter_mse, load_filter,
+from .filter import (ETA_GRID, LAMBDA_GRIDS, FilterState, KernelBayesFilter, TuneResult, filter_mse, load_filter,
                      tune_feature_filter, tune_kbf)
 from .networks import IMAGE_HIDDEN, ImageFeatures, init_image_mlp, train_image_features
 from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors
@@ -35,7 +35,7 @@ from .weights import (
 )
 
 __all__ = ["FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeatures", "adaptive_feature_loss",
-           "fit_feature_network", "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "TuneResult",
+           "fit_feature_network", "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "KernelBayesFilter", "FilterState", "TuneResult",
            "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features", "CNN_CHANNELS", "ConvFeatures",
            "init_image_cnn", "train_image_cnn",
            "filter_mse", "tune_kbf", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",

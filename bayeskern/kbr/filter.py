@@ -17,7 +17,7 @@ from .features import FeatureKernel
 from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
-__all__ = ["KernelBayesFilter", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID", "LAMBDA_GRIDS",
+__all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID", "LAMBDA_GRIDS",
            "filter_mse"]
 
 _METHODS = ("iw", "original")
@@ -29,12 +29,31 @@ LAMBDA_GRIDS = {"iw": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1), "original": (1e-10, 1e-8, 
 
 
 @fitted
+class FilterState:
+    """Where a kernel Bayes filter stands in a sequence: :meth:`KernelBayesFilter.update` consumes and returns it.
+
+    A pytree (``jit``-, ``vmap``-able) with ``.save``, so a live filter can be checkpointed and resumed.
+
+    Attributes:
+        predicted: (T,) weights of the one-step predictive embedding on the training atoms (uniform at the start).
+        filtered: (T,) weights of the last filtered embedding (the predictive ones before the first update).
+        step: number of observations consumed.
+    """
+
+    predicted: jax.Array
+    filtered: jax.Array
+    step: jax.Array
+
+
+@fitted
 class KernelBayesFilter:
     """A fitted kernel Bayes filter: training pairs, bandwidths, regularisers and the precomputed matrices.
 
     Build with :meth:`fit` (median bandwidths times multipliers) or :meth:`build` (explicit bandwidths,
     pure and differentiable in every hyperparameter). ``filter(X_test)`` runs the recursion with
-    ``lax.scan``; ``jax.vmap(kbf.filter)(X_batch)`` filters several sequences at once.
+    ``lax.scan``; ``jax.vmap(kbf.filter)(X_batch)`` filters several sequences at once. For live data,
+    ``state = kbf.initial_state()`` then ``state, mean = kbf.update(state, x_t)`` consume one observation at a
+    time and give the same means as ``filter``.
     """
 
     X: jax.Array  # (T, d_x) training observations
@@ -161,35 +180,78 @@ class KernelBayesFilter:
         X_test = as_points(X_test, "X_test")  # finite-value check when concrete
         return _run_filter(self, X_test, return_weights)
 
+    def initial_state(self) -> FilterState:
+        """The state before any observation: uniform predictive weights 1/T on the training atoms."""
+        w0 = jnp.full(self.Z.shape[0], 1.0 / self.Z.shape[0], dtype=self.G_X.dtype)
+        return FilterState(w0, w0, jnp.zeros((), jnp.int32))
+
+    def update(self, state: FilterState, x):
+        """Consume one observation: Bayes' rule on the predictive embedding, then the transition.
+
+        One compiled step of constant cost (the same step as :meth:`filter`, so running it over a sequence gives
+        the batch means); ``jit``- and ``vmap``-able.
+
+        Args:
+            state: the current :class:`FilterState` (from :meth:`initial_state` or a previous update).
+            x: (d_x,) the next observation.
+
+        Returns:
+            (state, mean): the new state and the (d_z,) filtered posterior mean sum_i w_i z_i.
+            ``kbr.posterior_spread(state.filtered[:, None], kbf.Z)`` gives a spread of the same posterior.
+
+        Raises:
+            ValueError: for a non-finite observation or one of another dimension than the training ones.
+        """
+        x = as_points(jnp.reshape(x, (1, -1)) if jnp.ndim(x) <= 1 else x, "x")
+        if x.shape != (1, self.X.shape[1]):
+            raise ValueError(f"x must be one observation of dimension {self.X.shape[1]}, got shape {jnp.shape(x)}")
+        return _stream_update(self, state, x)
+
+
+def _uses_features(kbf: KernelBayesFilter) -> bool:
+    """IW updates on explicit observation features: O(T p^2) per step instead of O(T^3)."""
+    return kbf.method == "iw" and isinstance(kbf.kernel_x, FeatureKernel)
+
+
+def _observations(kbf: KernelBayesFilter, X_new):
+    """What an update needs of new observations (q, d_x): their features (q, p) or Gram columns (q, T)."""
+    return kbf.kernel_x.features(X_new) if _uses_features(kbf) else kbf.observation_gram(X_new).T
+
+
+def _step(kbf: KernelBayesFilter, Psi, w_pred, g):
+    """One filter step from predictive weights w_pred (T,) and one observation's g: (next predictive, filtered)."""
+    gamma = kbf.K_eta @ w_pred
+    if Psi is not None:
+        w = kbr_iw_weights_features(Psi, gamma, g[None, :], kbf.lam, smooth_truncation=kbf.smooth_truncation)
+        w = w.weights[:, 0]
+    elif kbf.method == "iw":
+        w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
+        w = w.weights[:, 0]
+    else:
+        w = kbr_original_weights(kbf.G_X, gamma, g[:, None], kbf.lam, factor=kbf.factor,
+                                 solver=kbf.original_solver)[:, 0]
+    return kbf.transition @ w, w
+
 
 @partial(jax.jit, static_argnames="return_weights")
 def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
     """The filtering recursion (gamma = K_eta w, KBR update, mean Z^T w, w = T w), compiled once per filter structure
     and shapes."""
-    T = kbf.Z.shape[0]
-    features = kbf.method == "iw" and isinstance(kbf.kernel_x, FeatureKernel)  # O(T p^2) updates
-    if features:
-        Psi = kbf.kernel_x.features(kbf.X)  # (T, p)
-        G_q = kbf.kernel_x.features(X_test)  # (T~, p): per-step features psi(x~_t)
-    else:
-        G_q = kbf.observation_gram(X_test).T  # (T~, T)
+    Psi = kbf.kernel_x.features(kbf.X) if _uses_features(kbf) else None  # (T, p)
 
     def step(w_pred, g):
-        gamma = kbf.K_eta @ w_pred
-        if features:
-            w = kbr_iw_weights_features(Psi, gamma, g[None, :], kbf.lam,
-                                        smooth_truncation=kbf.smooth_truncation).weights[:, 0]
-        elif kbf.method == "iw":
-            w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
-            w = w.weights[:, 0]
-        else:
-            w = kbr_original_weights(kbf.G_X, gamma, g[:, None], kbf.lam, factor=kbf.factor,
-                                     solver=kbf.original_solver)[:, 0]
-        return kbf.transition @ w, (w @ kbf.Z, w)
+        w_next, w = _step(kbf, Psi, w_pred, g)
+        return w_next, (w @ kbf.Z, w)
 
-    w0 = jnp.full(T, 1.0 / T, dtype=kbf.G_X.dtype)
-    _, (means, weights) = jax.lax.scan(step, w0, G_q)
+    _, (means, weights) = jax.lax.scan(step, kbf.initial_state().predicted, _observations(kbf, X_test))
     return (means, weights) if return_weights else means
+
+
+@jax.jit
+def _stream_update(kbf: KernelBayesFilter, state: FilterState, x):
+    Psi = kbf.kernel_x.features(kbf.X) if _uses_features(kbf) else None
+    w_next, w = _step(kbf, Psi, state.predicted, _observations(kbf, x)[0])
+    return FilterState(w_next, w, state.step + 1), w @ kbf.Z
 
 
 @jax.jit
