@@ -1,6 +1,8 @@
 """The NumPyro model of the kernel Bayes filter's hyperparameters and posterior predictive filtering."""
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -64,6 +66,35 @@ def test_model_rejects_an_unknown_method_and_temperature(small):
         handlers.seed(kbf_hyper_model, 0)(split, method="kalman")
     with pytest.raises(ValueError, match="tau"):
         handlers.seed(kbf_hyper_model, 0)(split, tau=0.0)
+
+
+_VECTORISED_RUN = """
+import jax, numpy as np, bayeskern as bk
+from bayeskern import kbr
+from bayeskern.inference import run_nuts
+from bayeskern.models import kbf_hyper_model, split_for_validation
+bk.enable_x64()
+seq = kbr.data.circle_dynamics(300, jax.random.key(0), T_test=20)
+split = split_for_validation(seq.X, seq.Z, n_val=100, num_landmarks=40)
+init = {"log_cx": 0.0, "log_cz": 0.0, "log_lam": np.log(1e-3), "log_eta": np.log(1e-4), "log_s": np.log(0.2)}
+run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=2, num_warmup=10, num_samples=10,
+               init_values=init, max_tree_depth=3, progress_bar=False, min_ess=1, rhat_max=np.inf,
+               chain_method="vectorized")
+print("draws", run.samples["log_cx"].shape)
+"""
+
+
+def test_vectorised_chains_on_the_filter_model_do_not_deadlock():
+    """Two vectorised chains over the Nystrom filter model (T = 300, 40 landmarks): with jaxlib 0.10's batched CPU
+    LAPACK kernels this deadlocked every time within a minute (every intra-op thread blocked in a kernel waiting for
+    work queued behind it); the factorisations and solves now stay unbatched under vmap. Run in a subprocess, so a
+    regression fails instead of hanging the suite; about 30 s."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _VECTORISED_RUN], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        pytest.fail("vectorised NUTS chains over kbf_hyper_model did not finish within 300 s (deadlock)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "draws (2, 10)" in proc.stdout
 
 
 def _draws_near(tuned, n):

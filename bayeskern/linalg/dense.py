@@ -22,6 +22,35 @@ class CholeskyError(np.linalg.LinAlgError):
     """A matrix that should be positive definite could not be factorised, even with jitter."""
 
 
+# --- LAPACK calls that stay unbatched under vmap ----------------------------------------------------------------------
+# jaxlib 0.10's CPU LAPACK kernels split a batch over XLA's intra-op thread pool and block until the pieces are done.
+# Inside a compiled loop (NUTS with vectorised chains vmaps the whole model) the runtime executes independent kernels
+# concurrently; once every pool thread blocks in such a kernel, the pieces they wait for never run and the program
+# deadlocks. The factorisations and triangular solves of this module therefore loop over a batch (one unbatched
+# LAPACK call per member; a batch of chains is small) when the default backend is the CPU. They are only evaluated,
+# never differentiated by JAX: derivatives come from the custom rules below, which call them again.
+def _one_at_a_time(fn):
+    sequential = jax.custom_batching.sequential_vmap(fn)
+
+    def call(*args):
+        return sequential(*args) if jax.default_backend() == "cpu" else fn(*args)
+
+    return call
+
+
+_potrf = _one_at_a_time(jnp.linalg.cholesky)
+_trsm_lower = _one_at_a_time(lambda L, B: solve_triangular(L, B, lower=True))
+_trsm_lower_t = _one_at_a_time(lambda L, B: solve_triangular(L, B, lower=True, trans=1))
+_chol_solve = _one_at_a_time(lambda L, B: cho_solve((L, True), B))
+
+
+def _lower_solve(L, B):
+    """L^{-1} B for lower-triangular L as a linear solve: its derivatives (in B and in L) reuse the solves."""
+    lower = jnp.tril(L)  # as LAPACK reads it: the entries above the diagonal take no part (nor get a derivative)
+    return lax.custom_linear_solve(lambda X: lower @ X, B, lambda _, R: _trsm_lower(lower, R),
+                                   lambda _, R: _trsm_lower_t(lower, R))
+
+
 @partial(jax.jit, static_argnames=("jitter", "max_tries"))
 def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     """Lower Cholesky factor of a symmetric PSD matrix, adding jitter only if needed.
@@ -58,7 +87,7 @@ def _jittered_factor_jvp(jitter, max_tries, primals, tangents):
     (A,), (dA,) = primals, tangents
     L, added, ok = _jittered_factor(A, jitter, max_tries)
     # d(L L^T) = sym(dA)  =>  dL = L Phi(L^{-1} sym(dA) L^{-T}), Phi: lower triangle with half the diagonal
-    inner = solve_triangular(L, solve_triangular(L, 0.5 * (dA + dA.T), lower=True).T, lower=True)
+    inner = _lower_solve(L, _lower_solve(L, 0.5 * (dA + dA.T)).T)
     dL = L @ (jnp.tril(inner) - 0.5 * jnp.diag(jnp.diag(inner)))
     return (L, added, ok), (dL, jnp.zeros_like(added), np.zeros((), dtype=jax.dtypes.float0))
 
@@ -91,8 +120,8 @@ def logdet_from_cholesky(L):
 
 
 def whiten(L, B):
-    """L^{-1} B for lower-triangular L."""
-    return solve_triangular(L, B, lower=True)
+    """L^{-1} B for lower-triangular L (differentiable in L and B)."""
+    return _lower_solve(L, B)
 
 
 @jax.jit
@@ -103,7 +132,7 @@ def spd_solve(A, B):
     gradient costs O(n^2) more per right-hand side instead of differentiating the O(n^3) factorisation.
     """
     L = _jittered_factor(lax.stop_gradient(A), 1e-10, 8)[0]
-    return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: cho_solve_psd(L, R), symmetric=True)
+    return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: _chol_solve(L, R), symmetric=True)
 
 
 def _attempts(A, jitter):
@@ -114,7 +143,7 @@ def _attempts(A, jitter):
 
     def attempt(t):
         added = jnp.where(t > 0, jitter * 10.0 ** (t - 1) * scale, 0.0).astype(A.dtype)
-        L = jnp.linalg.cholesky(A + added * eye)
+        L = _potrf(A + added * eye)
         return L, added, jnp.all(jnp.isfinite(L))
 
     return attempt
