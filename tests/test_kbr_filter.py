@@ -179,6 +179,11 @@ def test_filter_bad_inputs():
         kbr.KernelBayesFilter.fit(seq.X, seq.Z, method="bogus")
     with pytest.raises(ValueError, match="too short"):
         kbr.tune_kbf(seq.X[:12], seq.Z[:12])
+    with pytest.raises(ValueError, match="means and Z_true must have the same shape"):  # no silent broadcasting
+        kbr.filter_mse(seq.Z_test, seq.Z_test[:, :1])
+    assert kbr.filter_mse(seq.Z_test + 0.5, seq.Z_test) == pytest.approx(0.5)  # summed over the 2 coordinates
+    from bayeskern.kbr.filter import _validation_mse  # tuning: a diverged candidate scores +inf, never selected
+    assert _validation_mse(seq.Z_test.at[0, 0].set(jnp.nan), seq.Z_test) == np.inf
 
 
 def test_gaussian_posterior_task_ground_truth_by_conditioning_and_monte_carlo():

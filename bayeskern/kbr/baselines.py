@@ -35,7 +35,19 @@ def ekf_filter(X, f, jacobian, Q, R, m0, P0):
 
 
 def kalman_filter(X, A, Q, R, m0, P0):
-    """Kalman filter for z_{t+1} = A z_t + N(0, Q), x_t = z_t + N(0, R): filtered means (T, d)."""
+    """Kalman filter for z_{t+1} = A z_t + N(0, Q), x_t = z_t + N(0, R): the exact filter of a linear-Gaussian model.
+
+    Args:
+        X: (T, d) observations.
+        A: (d, d) transition matrix.
+        Q: (d, d) transition noise covariance.
+        R: (d, d) observation noise covariance.
+        m0: (d,) prior mean of z_1.
+        P0: (d, d) prior covariance of z_1.
+
+    Returns:
+        (T, d) filtered means.
+    """
     return ekf_filter(X, lambda z: A @ z, lambda z: A, Q, R, m0, P0)
 
 

@@ -29,7 +29,22 @@ class RandomFourierFeatures(NamedTuple):
 
 
 def random_fourier_features(key, dim: int, sigma, num_features: int = 100) -> RandomFourierFeatures:
-    """Draw F = ``num_features`` features for the Gaussian kernel of bandwidth sigma on R^dim (seeded by ``key``)."""
+    """Random Fourier features sqrt(2/F) cos(Omega z + b) of the Gaussian kernel of bandwidth sigma on R^dim.
+
+    Rows of Omega are N(0, I / sigma^2) and b ~ U[0, 2 pi), so E[phi(z) . phi(z')] = k(z, z').
+
+    Args:
+        key: PRNG key of the draw (part of the model: keep it to reproduce a filter).
+        dim: input dimension.
+        sigma: bandwidth > 0.
+        num_features: F >= 1.
+
+    Returns:
+        RandomFourierFeatures: callable (n, dim) -> (n, F).
+
+    Raises:
+        ValueError: for sigma <= 0 or num_features < 1.
+    """
     check_positive(sigma, "sigma")
     if num_features < 1:
         raise ValueError(f"num_features must be at least 1, got {num_features}")
@@ -74,9 +89,20 @@ class NystromFeatures(NamedTuple):
 
 
 def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> NystromFeatures:
-    """Nystrom features of ``kernel`` on ``landmarks`` (p, d), factorising k(landmarks, landmarks) + jitter *
-    mean diagonal * I: traceable, and its gradients in the kernel's parameters stay finite however close the
-    landmarks are (the relative jitter bounds the factor's condition number)."""
+    """Nystrom features psi(x) = L^{-1} k(landmarks, x), L L^T = k(landmarks, landmarks) + jitter x mean diag x I.
+
+    psi(x) . psi(x') approximates k(x, x'), exactly (up to the jitter) when x or x' is a landmark. Traceable; the
+    gradients in the kernel's parameters stay finite however close the landmarks are (the relative jitter bounds
+    the factor's condition number).
+
+    Args:
+        kernel: the kernel to approximate.
+        landmarks: (p, d) points (e.g. from :func:`select_landmarks`).
+        jitter: relative jitter.
+
+    Returns:
+        NystromFeatures: callable (n, d) -> (n, p); ``FeatureKernel(features)`` makes it a filter's kernel.
+    """
     landmarks = jnp.asarray(landmarks)
     K = kernel.evaluate(landmarks, landmarks)
     K = K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
@@ -84,8 +110,21 @@ def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> Nyst
 
 
 def select_landmarks(kernel: Kernel, X, num: int):
-    """``num`` landmarks (num, d) from X (n, d): the first pivots of the pivoted Cholesky factorisation of
-    k(X, X) (greedy, space-filling in the kernel's metric; O(n num) kernel evaluations)."""
+    """Landmarks for Nystrom features: the first pivots of the pivoted Cholesky factorisation of k(X, X).
+
+    Greedy and space-filling in the kernel's metric; O(n num) kernel evaluations, no n x n matrix.
+
+    Args:
+        kernel: the kernel.
+        X: (n, d) candidate points.
+        num: number of landmarks, 1 <= num <= n.
+
+    Returns:
+        (num, d) array.
+
+    Raises:
+        ValueError: for non-finite points or num out of range.
+    """
     X = as_points(X, "X")
     if not 1 <= num <= X.shape[0]:
         raise ValueError(f"num must lie in [1, n = {X.shape[0]}], got {num}")
@@ -126,10 +165,29 @@ def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operat
 
 def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 100, steps: int = 100,
                    learning_rate: float = 1e-2, weight_decay: float = 1e-2, r_hat=None):
-    """Learn psi_theta by full-batch AdamW on :func:`adaptive_feature_loss`.
+    """Learn MLP observation features psi_theta for IW(NN) filtering by full-batch AdamW on the adaptive loss.
 
-    X: (n, d_x) observations, Z: (n, d_z) latents; the latent kernel is approximated by ``num_rff`` random
-    Fourier features of bandwidth sigma_z. Returns (features, loss trace (steps,)).
+    The latent kernel is approximated by ``num_rff`` random Fourier features of bandwidth sigma_z; the loss is
+    :func:`adaptive_feature_loss` (weighted by ``r_hat`` if given).
+
+    Args:
+        key: PRNG key (initialisation and Fourier features).
+        X: (n, d_x) observations.
+        Z: (n, d_z) latents, row i paired with X[i].
+        lam: KBR ridge > 0 (operator scale).
+        sigma_z: latent bandwidth > 0.
+        hidden: hidden widths of the MLP (the last one is the number of features p).
+        num_rff: random Fourier features of the latent kernel.
+        steps: AdamW steps >= 1.
+        learning_rate: AdamW learning rate.
+        weight_decay: AdamW weight decay.
+        r_hat: optional (n,) importance weights of the loss.
+
+    Returns:
+        (features, losses): the trained :class:`MLPFeatures` and the loss trace (steps,).
+
+    Raises:
+        ValueError: for unpaired or non-finite inputs, lam <= 0 or steps < 1.
     """
     X = as_points(X, "X")
     return fit_feature_network(key, lambda k: init_mlp(k, (X.shape[1],) + tuple(hidden)), X, Z, lam=lam,

@@ -277,8 +277,28 @@ def _training_pairs(X, Z):
 
 
 def filter_mse(means, Z_true):
-    """Mean over time of the squared error summed over coordinates."""
-    return float(jnp.mean(jnp.sum((jnp.asarray(means) - jnp.asarray(Z_true)) ** 2, axis=-1)))
+    """Filtering error: the mean over time of the squared error summed over coordinates.
+
+    Args:
+        means: (T~, d_z) filtered means.
+        Z_true: (T~, d_z) true latent states.
+
+    Returns:
+        float.
+
+    Raises:
+        ValueError: for arrays of different shapes (no broadcasting) or non-finite values.
+    """
+    means, Z_true = as_points(means, "means"), as_points(Z_true, "Z_true")
+    if means.shape != Z_true.shape:
+        raise ValueError(f"means and Z_true must have the same shape, got {means.shape} and {Z_true.shape}")
+    return float(jnp.mean(jnp.sum((means - Z_true) ** 2, axis=-1)))
+
+
+def _validation_mse(means, Z_val) -> float:
+    """filter_mse of a tuning candidate; +inf when its filter diverged, so such a candidate is never selected."""
+    mse = float(jnp.mean(jnp.sum((means - Z_val) ** 2, axis=-1)))
+    return mse if jnp.isfinite(mse) else float("inf")
 
 
 def load_filter(path) -> KernelBayesFilter:
@@ -362,7 +382,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
             check_positive(lam, "lam")
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-            scores[(float(c), float(lam))] = (filter_mse(kbf.filter(X_val), Z_val), eta)
+            scores[(float(c), float(lam))] = (_validation_mse(kbf.filter(X_val), Z_val), eta)
     (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
     med_x, med_z = median_heuristic(X), median_heuristic(Z)
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
@@ -392,7 +412,7 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     for lam in lam_grid:
         check_positive(lam, "lam")
         kbf, _ = fitted(X_fit, Z_fit, lam)
-        scores[(float(c), float(lam))] = filter_mse(kbf.filter(X_val), Z_val)
+        scores[(float(c), float(lam))] = _validation_mse(kbf.filter(X_val), Z_val)
     (_, lam), _ = min(scores.items(), key=lambda item: item[1])
     kbf, eta = fitted(X, Z, lam)
     return TuneResult(kbf, float(c), lam, eta, scores)

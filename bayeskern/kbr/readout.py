@@ -11,7 +11,15 @@ __all__ = ["posterior_mean", "normalized_posterior_mean", "posterior_expectation
 
 
 def posterior_mean(W, Z):
-    """The paper's posterior-mean estimate sum_i w_i z_i: (q, d_z) for weights W (n, q) and atoms Z (n, d_z)."""
+    """Posterior-mean estimate sum_i w_i z_i of Xu et al. (2022): the weights are used as they are (not normalised).
+
+    Args:
+        W: (n, q) posterior weights, one column per conditioning point.
+        Z: (n, d_z) atoms.
+
+    Returns:
+        (q, d_z) array.
+    """
     return W.T @ Z
 
 
@@ -30,7 +38,17 @@ def posterior_expectation(W, K_ZV, c):
 
 
 def posterior_spread(W, Z):
-    """Heuristic covariance of the positive part of the weights: (q, d_z, d_z)."""
+    """A spread of the posterior: the covariance of the atoms under the normalised positive part of the weights.
+
+    A heuristic (the weights are not a probability vector); zero for a column without positive weights.
+
+    Args:
+        W: (n, q) posterior weights.
+        Z: (n, d_z) atoms.
+
+    Returns:
+        (q, d_z, d_z) array of positive semidefinite matrices.
+    """
     V = jnp.maximum(W, 0.0)
     V = V / jnp.where(jnp.sum(V, axis=0) > 0, jnp.sum(V, axis=0), 1.0)
     mean = V.T @ Z
