@@ -12,11 +12,20 @@ __all__ = ["bkl_fit", "bkl_kernel"]
 
 
 def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> Type2Result:
-    """Type-II ML of the BKE pseudolikelihood on the pooled sample [X; Y].
+    """Type-II ML of the BKE pseudolikelihood on the pooled sample [X; Y] (the fit behind :func:`bkl_kernel`).
 
-    ``m`` inducing points (default ``min(100, max(D, N // 10))``) are held out of the pooled
-    sample at random with ``key``; ``tau2`` is fixed (default 1). The labels are not used, so a
-    permutation test with the learned kernel keeps its level. Other options go to ``fit_type2``.
+    The labels are not used, so a permutation test with the learned kernel keeps its level.
+
+    Args:
+        X: (n, D) sample.
+        Y: optional (m, D) second sample, pooled with X.
+        key: PRNG key: ``m`` inducing points are held out of the pooled sample at random.
+        m: number of inducing points (default ``min(100, max(D, N // 10))``).
+        tau2: the fixed noise variance.
+        **fit_kwargs: passed to :func:`fit_type2`.
+
+    Returns:
+        Type2Result: the fit.
     """
     pooled = as_points(X, "X")
     if Y is not None:

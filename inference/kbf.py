@@ -91,6 +91,19 @@ def _filter_draws(theta, X, Z, X_test, med_x, med_z, method, smooth_truncation):
 
 
 def band_coverage(band, Z_true) -> float:
-    """Share of (step, coordinate) entries of Z_true (T~, d_z) inside the band (2, T~, d_z)."""
+    """Empirical coverage of a band: the share of (step, coordinate) entries of the truth inside it.
+
+    Args:
+        band: (2, T~, d_z) lower and upper band (e.g. ``PredictiveFiltering.predictive_band``).
+        Z_true: (T~, d_z) true latent states.
+
+    Returns:
+        float in [0, 1].
+
+    Raises:
+        ValueError: when the band is not (2,) + Z_true.shape.
+    """
     band, Z_true = np.asarray(band), np.asarray(Z_true)
+    if band.shape != (2,) + Z_true.shape:
+        raise ValueError(f"band must have shape (2,) + Z_true.shape = {(2,) + Z_true.shape}, got {band.shape}")
     return float(np.mean((Z_true >= band[0]) & (Z_true <= band[1])))

@@ -50,7 +50,18 @@ class Type2Result:
 
 
 def log_grid(X, Z=None, *, size: int = 161, low: float = 0.01, high: float = 3.0) -> np.ndarray:
-    """Default lengthscale grid: ``size`` log-spaced points on [low, high] x median pairwise distance."""
+    """The default lengthscale grid of :func:`fit_type2`: log-spaced points on [low, high] x median distance.
+
+    Args:
+        X: (n, D) points.
+        Z: optional (m, D) points pooled with X for the median.
+        size: number of grid points.
+        low: lower end, in units of the median pairwise distance.
+        high: upper end, in the same units.
+
+    Returns:
+        (size,) array.
+    """
     med = float(median_heuristic(X, Z))
     return np.geomspace(low * med, high * med, size)
 

@@ -121,6 +121,8 @@ def test_predictive_filtering_vmaps_like_a_loop(small):
     assert np.all(band[0] <= band[1]) and np.all(np.asarray(pred.hyper_band)[0] <= np.asarray(pred.hyper_band)[1])
     assert 0.0 <= band_coverage(band, seq.Z_test) <= 1.0
     assert band_coverage(band, seq.Z_test) >= band_coverage(pred.hyper_band, seq.Z_test)
+    with pytest.raises(ValueError, match="band must have shape"):  # no broadcasting against another shape
+        band_coverage(band[:, :, :1], seq.Z_test)
 
 
 @pytest.mark.slow

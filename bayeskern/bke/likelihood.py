@@ -22,11 +22,23 @@ _CONVENTIONS = ("exact", "stan_conventions", "stan_as_printed")
 
 
 def kron_loglik(Kzx, Rzz, tau2, *, method: str = "cholesky"):
-    """log N(vec K_zx; 0, 1 1^T (x) R_zz + tau2 I_mn) in O(m^3 + mn), eq. (33).
+    """The Gaussian term of the BKE pseudolikelihood, log N(vec K_zx; 0, 1 1^T (x) R_zz + tau2 I_mn), in O(m^3 + mn).
 
-    Kzx: (m, n) features phi_z(x_i) as columns; Rzz: (m, m) prior covariance at Z.
-    ``method="cholesky"`` (default; differentiable, jitter added only on failure,
-    -inf if even that fails) or ``"eigh"`` (eigenvalues clipped at 0).
+    Evaluated from the feature mean and the centred sum of squares with one Cholesky factor of
+    R_zz + (tau2 / n) I (Flaxman et al. 2016, eq. 33); the mn x mn covariance is never formed.
+
+    Args:
+        Kzx: (m, n) features phi_z(x_i) as columns.
+        Rzz: (m, m) prior covariance at the inducing points.
+        tau2: noise variance > 0.
+        method: ``"cholesky"`` (default; differentiable, jitter added only on failure, -inf if even that fails)
+            or ``"eigh"`` (eigenvalues clipped at 0).
+
+    Returns:
+        Scalar array.
+
+    Raises:
+        RuntimeError: when float64 is off.
     """
     require_x64("kron_loglik")
     mu = jnp.mean(Kzx, axis=1)
