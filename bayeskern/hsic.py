@@ -66,20 +66,8 @@ def _hsic_u(kx, ky, X, Y, block_size):
 def hsic_biased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Biased HSIC_b = tr(K H L H) / n^2 of paired samples, H = I - 11^T / n (Gretton et al. 2005); >= 0.
 
-    Matrix-free: O(n^2) kernel evaluations in row blocks, O(block_size n) memory.
-
-    Args:
-        X: (n, d_x) array (or (n,) labels with an Indicator kernel); row i is paired with Y[i].
-        Y: (n, d_y) array.
-        kx: kernel on X.
-        ky: kernel on Y.
-        block_size: rows per block.
-
-    Returns:
-        Scalar array, the estimate.
-
-    Raises:
-        ValueError: for non-finite inputs, unpaired samples, or n < 2.
+    Matrix-free, with the arguments of :func:`hsic_unbiased`; needs n >= 2. Returns a scalar array; raises
+    ValueError for non-finite or unpaired samples.
     """
     X, Y = _prepare(X, Y, kx, ky, 2)
     return _hsic_b(kx, ky, X, Y, block_size)

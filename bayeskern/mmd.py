@@ -66,19 +66,8 @@ def mmd2_unbiased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE)
 def mmd2_biased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Biased V-statistic ||mu_X - mu_Y||^2 of the empirical embeddings (Gretton et al. 2012, eq. 5); >= 0.
 
-    Matrix-free: O((n + m)^2) kernel evaluations in row blocks, O(block_size (n + m)) memory.
-
-    Args:
-        X: (n, d) float array, the sample of P.
-        Y: (m, d) float array, the sample of Q.
-        kernel: the kernel, e.g. ``RBF(median_heuristic(X, Y))``.
-        block_size: rows per block.
-
-    Returns:
-        Scalar array, the estimate.
-
-    Raises:
-        ValueError: for non-finite or empty inputs or samples of different dimension.
+    Matrix-free, with the arguments of :func:`mmd2_unbiased`; a single point per sample is allowed. Returns a scalar
+    array; raises ValueError for non-finite or empty inputs or samples of different dimension.
     """
     X, Y = _prepare_samples(X, Y, kernel, 1)
     return _mmd2_quadratic(kernel, X, Y, False, block_size)

@@ -96,15 +96,20 @@ def test_transitions_given_as_triples_match_the_trajectory_and_the_cme_formula(t
         kbr.KernelBayesFilter.build(X, Z, 0.7, 0.6, 1e-3, 1e-3, Z_prev=Z_prev[:-1])
 
 
+def _filters(seq, num_landmarks):
+    """One filter per observation model: IW and original KBR on the Gaussian kernel, IW on Nystrom features."""
+    landmarks = kbr.select_landmarks(RBF(0.5), seq.X, num_landmarks)
+    return {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
+            "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
+            "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
+                kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+
+
 def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
     seq = kbr.data.circle_dynamics(50, jax.random.key(2), T_test=15)
-    landmarks = kbr.select_landmarks(RBF(0.5), seq.X, 8)
-    filters = {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
-               "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
-               "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
-                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4),
-               "mlp": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
-                   kbr.init_mlp(jax.random.key(0), (2, 4))), 0.6, 1e-3, 1e-4)}
+    filters = _filters(seq, 8)
+    filters["mlp"] = kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
+        kbr.init_mlp(jax.random.key(0), (2, 4))), 0.6, 1e-3, 1e-4)
     for name, kbf in filters.items():
         kbf.save(tmp_path / f"{name}.npz")
         loaded = kbr.load_filter(tmp_path / f"{name}.npz")
@@ -118,11 +123,7 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
 
 def test_streaming_updates_equal_batch_filtering_for_every_observation_model(tmp_path):
     seq = kbr.data.circle_dynamics(60, jax.random.key(5), T_test=25)
-    landmarks = kbr.select_landmarks(RBF(0.5), seq.X, 10)
-    filters = {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
-               "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
-               "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
-                   kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+    filters = _filters(seq, 10)
     for name, kbf in filters.items():
         means, weights = kbf.filter(seq.X_test, return_weights=True)
         state = kbf.initial_state()

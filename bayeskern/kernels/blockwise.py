@@ -165,18 +165,6 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free.
-
-    Args:
-        kernel: the kernel.
-        X: (n, d) points.
-        Y: optional (m, d) points.
-        block_size: rows per block.
-
-    Returns:
-        Scalar array.
-
-    Raises:
-        ValueError: for non-finite inputs or mismatched dimensions.
-    """
+    """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: the sum of :func:`kernel_row_sums`,
+    with the same arguments and errors; returns a scalar array."""
     return jnp.sum(kernel_row_sums(kernel, X, Y, block_size=block_size))
