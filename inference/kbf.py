@@ -15,7 +15,16 @@ __all__ = ["kbf_init_values", "PredictiveFiltering", "posterior_predictive_filte
 
 
 def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
-    """``init_to_value`` start for ``kbf_hyper_model`` at the grid optimum of :func:`bayeskern.kbr.tune_kbf` (s from its validation MSE)."""
+    """Starting values for NUTS over :func:`bayeskern.models.kbf_hyper_model` at a tuned filter's grid optimum.
+
+    Args:
+        tuned: a :func:`bayeskern.kbr.tune_kbf` result.
+        dim_z: latent dimension d_z (the noise scale s comes from the validation MSE per coordinate).
+
+    Returns:
+        dict of the model's sites (``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s``) for ``run_nuts``'s
+        ``init_values``.
+    """
     mse = tuned.validation_mse[(tuned.c, tuned.lam)]
     return {"log_cx": jnp.log(tuned.c), "log_cz": jnp.log(tuned.c), "log_lam": jnp.log(tuned.lam),
             "log_eta": jnp.log(tuned.eta), "log_s": 0.5 * jnp.log(mse / dim_z)}

@@ -225,9 +225,20 @@ def _fit_tau2(objective, tau2, starts, rho_lo, rho_hi, tol):
 
 
 def tau2_profile(X, Z, lengthscales, *, tau2_bounds=(1e-14, 1e4), convention: str = "exact"):
-    """max over tau2 of L(theta, tau2) at each lengthscale: (values, tau2_star), both (len(lengthscales),).
+    """The tau2-profile max_tau2 L(theta, tau2) at each lengthscale: why tau2 is fixed by default.
 
-    The non-identifiability diagnostic: for m > D this profile grows like 2 (m - D) n log theta.
+    For m > D inducing points this profile grows like 2 (m - D) n log theta (the pseudolikelihood is unbounded
+    along theta -> inf, tau2 ~ theta^-4); plot it against log theta to see the ridge on your data.
+
+    Args:
+        X: (n, D) likelihood points.
+        Z: (m, D) inducing points.
+        lengthscales: (k,) lengthscales > 0.
+        tau2_bounds: the search interval of tau2.
+        convention: the model variant (see :func:`bayeskern.bke.log_pseudolikelihood`).
+
+    Returns:
+        (values, tau2_star): two (k,) arrays, the profile and its maximiser.
     """
     objective = SEPseudolikelihood.build(X, Z, convention=convention)
     lo, hi = np.log(tau2_bounds[0]), np.log(tau2_bounds[1])

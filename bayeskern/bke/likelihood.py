@@ -182,11 +182,22 @@ def _log_gamma_autodiff(x, Z, kernel):
 
 
 def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str = "exact"):
-    """Per-point log-volume term log gamma(x_i) = 0.5 log det(J^T J), J = d phi_z(x_i) / dx: (n,).
+    """Per-point log-volume term log gamma(x_i) = 0.5 log det(J^T J) of the map x -> phi_z(x), J = d phi_z / dx.
 
-    ``method="closed"``: log-space closed form for SE kernels (RBF, ARD, RBFFull);
-    ``"autodiff"``: forward-mode Jacobian for any differentiable kernel.
-    ``convention="stan"``: 2 log gamma + log(1/2) per point (the Stan program of Flaxman et al. 2016, Appendix B).
+    Args:
+        X: (n, D) points.
+        Z: (m, D) inducing points, m >= D.
+        kernel: the embedding kernel.
+        method: ``"closed"``: log-space closed form for SE kernels (RBF, ARD, RBFFull), stable for distant
+            inducing points; ``"autodiff"``: forward-mode Jacobian and a QR factor, for any differentiable kernel.
+        convention: ``"exact"``, or ``"stan"``: 2 log gamma + log(1/2) per point (the Stan program of Flaxman et al.
+            2016, Appendix B; reproduction only).
+
+    Returns:
+        (n,) array.
+
+    Raises:
+        ValueError: for an unknown method or convention.
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     if method not in ("closed", "autodiff"):
