@@ -4,18 +4,20 @@ from pathlib import Path
 
 import numpy as np
 
+from .fitted import write_atomic
+
 __all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
            "save_figure"]
 
 
 def save_figure(fig, path, dpi: int = 120) -> Path:
-    """Lay out ``fig``, write it to ``path`` (creating the folder) and close it; returns the path."""
+    """Lay out ``fig``, write it to ``path`` atomically (creating the folder) and close it; returns the path."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=dpi)
+    write_atomic(path, lambda f: fig.savefig(f, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return path
 

@@ -105,6 +105,23 @@ def test_independence_detects_dependence_and_offers_the_gamma_null(tmp_path):
     assert s["null"] == "Gamma approximation" and s["p_value"] > 0.05 and "n_permutations" not in s
 
 
+def test_outputs_are_never_overwritten_without_force_and_are_written_whole(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    np.save(tmp_path / "x.npy", rng.standard_normal((60, 1)))
+    np.save(tmp_path / "y.npy", rng.standard_normal((60, 1)))
+    out = tmp_path / "out"
+    argv = ["independence", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--permutations", "0", "--out", str(out)]
+    assert main(argv) == 0
+    first = (out / "summary.json").read_bytes()
+    (out / "notes.txt").write_text("a file of the user's")
+    _assert_one_line_error(argv, "already holds summary.json, independence.png; pass --force", capsys)
+    assert (out / "summary.json").read_bytes() == first  # refused before any work: nothing touched
+    assert main(argv + ["--seed", "1", "--force"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["independence.png", "notes.txt", "summary.json"]  # no temp files
+    (tmp_path / "a_file").write_text("")
+    _assert_one_line_error(argv[:-1] + [str(tmp_path / "a_file")], "is a file, not a folder", capsys)
+
+
 def _sequence_files(tmp_path, T, T_test, seed):
     """Rotation dynamics saved as x/z (training), xt/zt (test) .npy files; returns the sequence and the CLI's three
     positional files."""

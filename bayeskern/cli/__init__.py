@@ -11,7 +11,7 @@ import sys
 
 from .._version import __version__
 from . import compress, filtering, independence, jdl, two_sample
-from ._io import CLIError, load_sample
+from ._io import CLIError, load_sample, output_folder
 
 __all__ = ["main", "build_parser", "load_sample", "CLIError"]
 
@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     bk.enable_x64()
     try:
         args.check(args)
+        output_folder(args.out, args.outputs(args), force=args.force)  # before any work: refuse to overwrite
         args.run(args)
     except (CLIError, ValueError) as e:
         print(f"bayeskern: error: {str(e).splitlines()[0]}", file=sys.stderr)

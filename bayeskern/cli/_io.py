@@ -1,12 +1,15 @@
 """Reading samples and writing summaries for the command line; user-facing errors are one line."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summary", "check", "pyplot",
-           "add_seed_and_out"]
+from ..fitted import write_atomic
+
+__all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summary", "write_table", "write_netcdf",
+           "check", "pyplot", "add_seed_and_out"]
 
 
 class CLIError(Exception):
@@ -53,15 +56,39 @@ def load_pair(path_x: str, path_y: str, names=("X", "Y")):
     return X, Y
 
 
-def output_folder(path: str) -> Path:
+def output_folder(path: str, names, *, force: bool) -> Path:
+    """The ``--out`` folder, created if needed, before any work: none of ``names`` there is overwritten unless
+    ``force`` (every output is then replaced atomically, so an interrupted run leaves the old file or none)."""
     out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out: {path} is a file, not a folder")
+    existing = [name for name in names if (out / name).exists()]
+    if existing and not force:
+        raise CLIError(f"--out: {path} already holds {', '.join(existing)}; pass --force to overwrite")
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
+def write_table(path: Path, table, header) -> Path:
+    """A CSV table with a header row, written atomically."""
+    write_atomic(path, lambda f: np.savetxt(f, table, delimiter=",", header=",".join(header), comments=""))
+    return path
+
+
+def write_netcdf(idata, path: Path) -> Path:
+    """An arviz ``InferenceData`` as netCDF, written to a temporary name beside ``path`` and renamed."""
+    part = path.with_name(f".{path.name}.part")
+    try:
+        idata.to_netcdf(str(part))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return path
+
+
 def write_summary(out: Path, summary: dict, files) -> None:
-    """Write ``summary.json`` and print the summary and the files written."""
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    """Write ``summary.json`` (atomically) and print the summary and the files written."""
+    write_atomic(out / "summary.json", lambda f: f.write(json.dumps(summary, indent=2).encode()))
     for name, value in summary.items():
         print(f"{name:>32}: {value}")
     print(f"{'wrote':>32}: {', '.join(str(f) for f in [out / 'summary.json', *files])}")
@@ -81,3 +108,4 @@ def add_seed_and_out(parser, seed_help: str) -> None:
     """The ``--seed`` and ``--out`` options every subcommand has."""
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
     parser.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
+    parser.add_argument("--force", action="store_true", help="overwrite output files already in --out")

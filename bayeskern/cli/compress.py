@@ -4,7 +4,9 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, check, load_pair, output_folder, pyplot, write_summary
+from pathlib import Path
+
+from ._io import add_seed_and_out, check, load_pair, pyplot, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -27,7 +29,7 @@ def _run(args):
     method = getattr(bc, args.method)
     options = {"num_steps": args.steps} if args.method.endswith("kip") else {}
     result = method(X, Y, args.m, key=key, progress_bar=not args.quiet, **options)
-    out = output_folder(args.out)
+    out = Path(args.out)
     result.save(out / "compressed.npz")
     x_std, y_std = result.standardiser.transform(X, Y)
     data = (np.asarray(x_std), np.asarray(y_std))
@@ -43,8 +45,7 @@ def _run(args):
     y_out = result.y_original.reshape(result.m, -1)
     header = [f"x{j}" for j in range(X.shape[1])] + ([f"y{j}" for j in range(y_out.shape[1])] if not args.labels
                                                      else ["label"])
-    np.savetxt(out / "compressed.csv", np.hstack([result.x_original, y_out]), delimiter=",", header=",".join(header),
-               comments="")
+    write_table(out / "compressed.csv", np.hstack([result.x_original, y_out]), header)
     files = [out / "compressed.npz", out / "compressed.csv", _plot(X, Y, result, args.labels, out / "compress.png")]
     write_summary(out, summary, files)
     return summary
@@ -88,4 +89,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--labels", action="store_true", help="Y is one column of integer class labels")
     add_seed_and_out(p, "seed for initial subsets, minibatches and lam_C tuning")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(run=_run, check=_check)
+    p.set_defaults(run=_run, check=_check,
+                   outputs=lambda a: ["summary.json", "compressed.npz", "compressed.csv", "compress.png"])

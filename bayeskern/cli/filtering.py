@@ -4,7 +4,9 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, check, load_pair, load_sample, output_folder, pyplot, write_summary
+from pathlib import Path
+
+from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, write_netcdf, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -32,7 +34,7 @@ def _run(args):
                "validation_mse": {f"c={c:g}, lam={lam:g}": v for (c, lam), v in tuned.validation_mse.items()}}
     if Z_test is not None:
         summary["test_mse"] = kbr.filter_mse(means, Z_test)
-    out = output_folder(args.out)
+    out = Path(args.out)
     tuned.filter.save(out / "filter.npz")
     files, columns, band = [out / "filter.npz"], [means], None
     if args.nuts:
@@ -48,7 +50,7 @@ def _run(args):
     names = [f"grid_{j}" for j in range(d)]
     if args.nuts:
         names += [f"{kind}_{j}" for kind in ("bayes", f"lower{args.level:g}", f"upper{args.level:g}") for j in range(d)]
-    np.savetxt(out / "filtered.csv", np.hstack(columns), delimiter=",", header=",".join(names), comments="")
+    write_table(out / "filtered.csv", np.hstack(columns), names)
     files += [out / "filtered.csv", _plot(columns, band, Z_test, out / "filter.png")]
     write_summary(out, summary, files)
     return summary
@@ -66,7 +68,7 @@ def _bayesian_average(args, X, Z, X_test, tuned, key, out):
                     num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
                     init_values=kbf_init_values(tuned, Z.shape[1]), max_tree_depth=args.max_tree_depth,
                     chain_method="sequential")
-    mcmc.idata.to_netcdf(out / "posterior.nc")
+    write_netcdf(mcmc.idata, out / "posterior.nc")
     pred = posterior_predictive_filter(mcmc.draws(), X, Z, X_test, key=jax.random.fold_in(key, 2),
                                        method=args.method, num_draws=args.draws, level=args.level)
     diag = mcmc.diagnostics
@@ -132,4 +134,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--draws", type=int, default=100, help="posterior draws refitted for the average (default 100)")
     p.add_argument("--level", type=float, default=0.9, help="predictive band level (default 0.9)")
     add_seed_and_out(p, "seed for NUTS and the predictive noise")
-    p.set_defaults(run=_run, check=_check)
+    p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "filter.npz", "filtered.csv",
+                                                               "filter.png"] + ["posterior.nc"] * a.nuts)

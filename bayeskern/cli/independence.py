@@ -4,7 +4,9 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, check, load_pair, output_folder, pyplot, write_summary
+from pathlib import Path
+
+from ._io import add_seed_and_out, check, load_pair, pyplot, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -33,7 +35,7 @@ def _run(args):
                f"reject_at_{args.alpha}": result.reject(args.alpha), "seconds": round(time.perf_counter() - t0, 3)}
     if method == "permutation":
         summary["n_permutations"] = args.permutations
-    out = output_folder(args.out)
+    out = Path(args.out)
     write_summary(out, summary, [_plot(X, Y, result, out / "independence.png")])
     return summary
 
@@ -74,4 +76,4 @@ def add_parsers(sub) -> None:
                    help="permutations of Y for the null (default 500); 0 uses the Gamma approximation (large n)")
     p.add_argument("--alpha", type=float, default=0.05, help="test level for the reject/accept line (default 0.05)")
     add_seed_and_out(p, "seed for the permutations and the BKL inducing points")
-    p.set_defaults(run=_run, check=_check)
+    p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "independence.png"])

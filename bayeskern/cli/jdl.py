@@ -4,7 +4,9 @@ import time
 
 import numpy as np
 
-from ._io import add_seed_and_out, check, load_pair, load_sample, output_folder, pyplot, write_summary
+from pathlib import Path
+
+from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -70,12 +72,11 @@ def _run(args):
                 "queries": int(Xq.shape[0]), "undefined_conditionals": int(np.sum(mean.undefined)),
                 "queries_with_negative_weights": _negative_share(model, Xq),
                 "seconds": round(time.perf_counter() - t0, 3)}
-    out = output_folder(args.out)
+    out = Path(args.out)
     model.save(out / "model.npz")
     d = Y.shape[1]
     header = [f"x{j}" for j in range(X.shape[1])] + [f"mean_y{j}" for j in range(d)] + [f"sd_y{j}" for j in range(d)]
-    np.savetxt(out / "conditional.csv", np.hstack([Xq, np.asarray(mean.mean), sd]), delimiter=",",
-               header=",".join(header), comments="")
+    write_table(out / "conditional.csv", np.hstack([Xq, np.asarray(mean.mean), sd]), header)
     files = [out / "model.npz", out / "conditional.csv", _plot(X, Y, Xq, np.asarray(mean.mean), sd, out / "jdl.png")]
     write_summary(out, summary, files)
     return summary
@@ -126,4 +127,5 @@ def add_parsers(sub) -> None:
                                                               "the median distance (default 1)")
     p.add_argument("--scale-y", type=float, default=1.0, help="with --lam: the same for Y (default 1)")
     add_seed_and_out(p, "seed of the validation split")
-    p.set_defaults(run=_run, check=_check)
+    p.set_defaults(run=_run, check=_check,
+                   outputs=lambda a: ["summary.json", "model.npz", "conditional.csv", "jdl.png"])

@@ -1,10 +1,11 @@
 """``bayeskern demo`` and ``bayeskern two-sample X Y``: BKL lengthscale, MMD test, witness posterior."""
 
 import time
+from pathlib import Path
 
 import numpy as np
 
-from ._io import CLIError, add_seed_and_out, check, load_sample, output_folder, pyplot, write_summary
+from ._io import CLIError, add_seed_and_out, check, load_sample, pyplot, write_netcdf, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -48,7 +49,7 @@ def _two_sample_report(X, Y, args, title):
         summary["bkl_local_maxima"] = [round(t, 4) for t, _ in fit.local_maxima]
         median_result = bk.mmd_test(X, Y, bk.RBF(median), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
         summary["p_value_median_heuristic"] = median_result.p_value
-    out = output_folder(args.out)
+    out = Path(args.out)
     witness, files = _witness(X, Y, ls, fit, split, args, jax.random.fold_in(key, 3), summary, out)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     files.append(_plot(X, Y, ls, fit, median, result, witness, out / "two_sample.png"))
@@ -94,7 +95,7 @@ def _witness(X, Y, ls, fit, split, args, key, summary, out):
                            "max_split_rhat": mcmc.diagnostics.max_rhat, "min_ess_bulk": mcmc.diagnostics.min_ess_bulk,
                            "divergences": mcmc.diagnostics.divergences}
         summary["witness"] = f"posterior over {len(keep)} NUTS lengthscale draws, 80% pointwise band"
-        mcmc.idata.to_netcdf(out / "posterior.nc")
+        write_netcdf(mcmc.idata, out / "posterior.nc")
         files.append(out / "posterior.nc")
     else:
         post = witness_posterior(X, Y, bk.RBF(ls), args.tau2, grid=grid)
@@ -167,6 +168,11 @@ def _check(args):
           "--chains and --samples must be >= 1 and --warmup >= 0")
 
 
+def _outputs(args):
+    """The files a run may write (the posterior only when NUTS may run: witness auto or nuts)."""
+    return ["summary.json", "two_sample.png"] + ["posterior.nc"] * (args.witness in ("auto", "nuts"))
+
+
 def add_parsers(sub) -> None:
     demo = sub.add_parser("demo", help="BKL + MMD test + witness posterior on built-in data (normal vs Laplace)",
                           description="The main example: N(0, 1) vs Laplace samples with equal mean and variance. "
@@ -176,7 +182,7 @@ def add_parsers(sub) -> None:
                                       "posterior.nc (arviz netCDF) and two_sample.png.")
     demo.add_argument("--n", type=int, default=400, help="points per sample (default 400)")
     _add_test_options(demo)
-    demo.set_defaults(inducing=10, run=_cmd_demo, check=_check)
+    demo.set_defaults(inducing=10, run=_cmd_demo, check=_check, outputs=_outputs)
     two = sub.add_parser("two-sample", help="kernel two-sample (MMD) test of two samples in CSV or NPY files",
                          description="MMD permutation test of X ~ P against Y ~ Q with an RBF kernel whose "
                                      "lengthscale is learned (BKL), the median heuristic or given; witness posterior "
@@ -185,4 +191,4 @@ def add_parsers(sub) -> None:
     two.add_argument("x", help="sample from P: .npy, or .csv/.txt with one point per row")
     two.add_argument("y", help="sample from Q, same number of columns as X")
     _add_test_options(two)
-    two.set_defaults(run=_cmd_two_sample, check=_check)
+    two.set_defaults(run=_cmd_two_sample, check=_check, outputs=_outputs)
