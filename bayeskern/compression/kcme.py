@@ -17,7 +17,22 @@ COARSE_LAMBDAS = tuple(10.0 ** np.arange(-8, 1))
 
 
 def kcme_weights(x_train, x_query, kernel_x: Kernel, lam):
-    """beta(x) = (K_XX + n lam I)^{-1} k_X(x) for every query: (n, N). Ridge n lam, lam > 0."""
+    """Conditional mean embedding coefficients beta(x) = (K_XX + n lam I)^{-1} k_X(x) at every query.
+
+    Args:
+        x_train: (n, d_x) training features.
+        x_query: (N, d_x) query features.
+        kernel_x: feature kernel.
+        lam: ridge lam > 0 (the system holds n lam).
+
+    Returns:
+        (n, N) array; column j holds the weights of the training responses at query j.
+
+    Raises:
+        ValueError: for non-finite inputs or lam <= 0.
+        CholeskyError: when K_XX + n lam I cannot be factorised even with jitter.
+        RuntimeError: when float64 is off.
+    """
     require_x64("kcme_weights")
     x_train, x_query = as_points(x_train, "x_train"), as_points(x_query, "x_query")
     lam = check_lambda(lam, "lam")
@@ -27,12 +42,32 @@ def kcme_weights(x_train, x_query, kernel_x: Kernel, lam):
 
 
 def conditional_expectation(h_values, weights):
-    """Plug-in E[h(Y) | X = x] = h(Y)^T beta(x): h_values (n,) or (n, k), weights (n, N) -> (N,) or (N, k)."""
+    """Plug-in conditional expectation E[h(Y) | X = x] = h(Y)^T beta(x) (also for h outside the RKHS).
+
+    Args:
+        h_values: (n,) or (n, k) values h(y_i) on the training responses.
+        weights: (n, N) coefficients from :func:`kcme_weights`.
+
+    Returns:
+        (N,) or (N, k) array.
+    """
     return jnp.asarray(weights).T @ jnp.asarray(h_values)
 
 
 def class_probabilities(y_train, weights, n_classes: int):
-    """Clip-normalised class probabilities (N, C): max(p_c, 0) / sum, uniform where every p_c <= 0."""
+    """Class probabilities from conditional mean embedding weights, clip-normalised.
+
+    Raw estimates p_c = sum_i beta_i(x) 1[y_i = c] can leave [0, 1] and need not sum to 1; the result is
+    max(p_c, 0) / sum_c' max(p_c', 0), uniform where every p_c <= 0.
+
+    Args:
+        y_train: (n,) integer labels in 0..C-1.
+        weights: (n, N) coefficients from :func:`kcme_weights`.
+        n_classes: C.
+
+    Returns:
+        (N, C) array whose rows are probability vectors.
+    """
     p = jnp.maximum(conditional_expectation(onehot(jnp.asarray(y_train), n_classes), weights), 0.0)
     total = jnp.sum(p, axis=1, keepdims=True)
     return jnp.where(total > 0, p / jnp.where(total > 0, total, 1.0), 1.0 / n_classes)

@@ -144,11 +144,20 @@ def _diagonal_bound(kernel: Kernel, Z, name: str) -> float:
 
 def select_hyperparameters(X, Y, score, *, scales=(0.5, 1.0, 2.0), lams=(1e-6, 1e-4, 1e-2), tol: float = 1e-3,
                            constraint: str = "normalised"):
-    """Grid search of RBF bandwidths (``scales`` x the median distance of X and of Y) and lam for JDL models
-    fitted on X (n, d_X), Y (n, d_Y): one pair of bases per bandwidth pair, reused across lam.
+    """Grid search of RBF bandwidths and lambda for JDL models; one pair of bases per bandwidth pair, reused across lam.
 
-    ``score(model) -> float`` (lower is better; NaN counts as +inf), e.g. a validation loss on held-out pairs.
-    Returns ((scale_x, scale_y, lam) of the best score, {(scale_x, scale_y, lam): score}).
+    Args:
+        X: (n, d_X) training inputs.
+        Y: (n, d_Y) training outcomes.
+        score: ``score(model) -> float``, lower is better (NaN counts as +inf), e.g. :func:`held_out_ratio_loss` on
+            held-out pairs.
+        scales: bandwidth multiples of the median distance, for X and for Y.
+        lams: ridges to try.
+        tol: relative trace error of the bases.
+        constraint: the :func:`fit_jdl` constraint of the models scored.
+
+    Returns:
+        ((scale_x, scale_y, lam), scores): the best triple and the score of every triple.
     """
     med_x, med_y = median_heuristic(X), median_heuristic(Y)
     scores = {}

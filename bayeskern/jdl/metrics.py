@@ -35,9 +35,20 @@ def negative_weight_share(weights) -> float:
 
 
 def held_out_ratio_loss(model, X, Y) -> float:
-    """The estimation loss E(h) = ||h_hat - h||^2 in L^2(P_X x P_Y) on v held-out pairs (X, Y) (rows paired), minus the constant v:
-    (1/v^2) sum_ij (1 + h(x_i, y_j))^2 - (2/v) sum_i (1 + h(x_i, y_i)), from the features in O(v m^2), no v x v
-    matrix. A validation score for JDL hyperparameters."""
+    """Validation score of a JDL model: its estimation loss on held-out pairs, which needs no ground truth.
+
+    E(h) = ||h_hat - h||^2 in L^2(P_X x P_Y) on v held-out pairs minus the constant v, i.e.
+    (1/v^2) sum_ij (1 + h(x_i, y_j))^2 - (2/v) sum_i (1 + h(x_i, y_i)), computed from the features in O(v m^2)
+    without a v x v matrix.
+
+    Args:
+        model: a fitted :class:`JointDistributionModel`.
+        X: (v, d_X) held-out inputs.
+        Y: (v, d_Y) held-out outcomes, row i paired with X[i].
+
+    Returns:
+        float, lower is better.
+    """
     Px, Py = np.asarray(model.features_x(X)), np.asarray(model.features_y(Y))
     H, v = np.asarray(model.H), X.shape[0]
     total = Py.sum(0) @ H @ Px.sum(0)
