@@ -5,6 +5,7 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._config import require_x64
 from .._validation import as_points, check_positive, check_same_length, is_concrete
@@ -38,11 +39,14 @@ class FilterState:
         predicted: (T,) weights of the one-step predictive embedding on the training atoms (uniform at the start).
         filtered: (T,) weights of the last filtered embedding (the predictive ones before the first update).
         step: number of observations consumed.
+        features: (T, p) observation features of the training set for feature filters, computed once by
+            :meth:`KernelBayesFilter.initial_state` (an empty (T, 0) array for kernel filters).
     """
 
     predicted: jax.Array
     filtered: jax.Array
     step: jax.Array
+    features: jax.Array
 
 
 @fitted
@@ -182,8 +186,9 @@ class KernelBayesFilter:
 
     def initial_state(self) -> FilterState:
         """The state before any observation: uniform predictive weights 1/T on the training atoms."""
-        w0 = jnp.full(self.Z.shape[0], 1.0 / self.Z.shape[0], dtype=self.G_X.dtype)
-        return FilterState(w0, w0, jnp.zeros((), jnp.int32))
+        w0 = _uniform_weights(self)
+        features = self.kernel_x.features(self.X) if _uses_features(self) else jnp.zeros((w0.shape[0], 0), w0.dtype)
+        return FilterState(w0, w0, jnp.zeros((), jnp.int32), features)
 
     def update(self, state: FilterState, x):
         """Consume one observation: Bayes' rule on the predictive embedding, then the transition.
@@ -206,6 +211,11 @@ class KernelBayesFilter:
         if x.shape != (1, self.X.shape[1]):
             raise ValueError(f"x must be one observation of dimension {self.X.shape[1]}, got shape {jnp.shape(x)}")
         return _stream_update(self, state, x)
+
+
+def _uniform_weights(kbf: KernelBayesFilter):
+    """The filter's start: weight 1/T on every training atom, (T,)."""
+    return jnp.full(kbf.Z.shape[0], 1.0 / kbf.Z.shape[0], dtype=kbf.G_X.dtype)
 
 
 def _uses_features(kbf: KernelBayesFilter) -> bool:
@@ -243,15 +253,15 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
         w_next, w = _step(kbf, Psi, w_pred, g)
         return w_next, (w @ kbf.Z, w)
 
-    _, (means, weights) = jax.lax.scan(step, kbf.initial_state().predicted, _observations(kbf, X_test))
+    _, (means, weights) = jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_test))
     return (means, weights) if return_weights else means
 
 
 @jax.jit
 def _stream_update(kbf: KernelBayesFilter, state: FilterState, x):
-    Psi = kbf.kernel_x.features(kbf.X) if _uses_features(kbf) else None
+    Psi = state.features if _uses_features(kbf) else None  # computed once, in initial_state
     w_next, w = _step(kbf, Psi, state.predicted, _observations(kbf, x)[0])
-    return FilterState(w_next, w, state.step + 1), w @ kbf.Z
+    return FilterState(w_next, w, state.step + 1, state.features), w @ kbf.Z
 
 
 @jax.jit
@@ -292,13 +302,17 @@ def filter_mse(means, Z_true):
     means, Z_true = as_points(means, "means"), as_points(Z_true, "Z_true")
     if means.shape != Z_true.shape:
         raise ValueError(f"means and Z_true must have the same shape, got {means.shape} and {Z_true.shape}")
+    return _mse(means, Z_true)
+
+
+def _mse(means, Z_true) -> float:
     return float(jnp.mean(jnp.sum((means - Z_true) ** 2, axis=-1)))
 
 
 def _validation_mse(means, Z_val) -> float:
     """filter_mse of a tuning candidate; +inf when its filter diverged, so such a candidate is never selected."""
-    mse = float(jnp.mean(jnp.sum((means - Z_val) ** 2, axis=-1)))
-    return mse if jnp.isfinite(mse) else float("inf")
+    mse = _mse(means, Z_val)
+    return mse if np.isfinite(mse) else float("inf")
 
 
 def load_filter(path) -> KernelBayesFilter:
