@@ -1,12 +1,19 @@
-"""Kernel Bayes filter timings (issue 4, acceptance 5): fit + 200-step filtering for T in {500, 2000}.
+"""Kernel Bayes filter at scale: exact vs low rank for T from 500 to 10^4 training steps.
 
-"fit" is the precomputation on T training pairs at fixed hyperparameters (KernelBayesFilter.fit: medians,
-Gram matrices, the KuLSIF map and the transition solve); "filter" runs the filtering recursion over a 200-step test
-sequence; "update ms" is one streaming step (KernelBayesFilter.update, one observation at a time, as live data
-arrive), averaged over the test sequence. Times are after compilation (second call). The protocol's hyperparameter
-search (tune_kbf) is timed separately, since it is the cost a user pays once per training sequence.
+Part 1 (scaling, rotation dynamics, --steps test steps): for every T, the default filter (``rank="auto"``: exact up
+to kbr.EXACT_MAX_T steps, Nystrom landmarks above) and, up to --exact-max, the exact filter (``rank=None``), both
+at fixed hyperparameters (c = 1, lam = 1e-3, eta = 1e-4). "fit s" is KernelBayesFilter.fit (medians, landmarks,
+features and maps), "filter s" the recursion over the test sequence, "cold s" both in a fresh compilation cache
+state (what a new user's first call pays, compilation included), "update ms" one streaming step
+(KernelBayesFilter.update). "MB" is the size of the fitted filter's arrays (the O(T^2) vs O(T p) memory).
 
-Run: python benchmarks/bench_kbf.py [--T 500 2000] [--steps 200]
+Part 2 (accuracy, both dynamics at --check-T): test MSE of the default filter against the exact one; the
+acceptance bound is 2 %.
+
+Part 3 (protocol): tune_kbf (hyperparameter search) wall time for T up to --exact-max.
+
+Run: python benchmarks/bench_kbf.py [--T 500 1000 2000 5000 10000] [--steps 1000] [--exact-max 2000]
+     [--check-T 2000]
 """
 
 import argparse
@@ -18,29 +25,62 @@ import bayeskern as bk
 from bayeskern import kbr
 from _common import machine_line, timed
 
+LAM, ETA = 1e-3, 1e-4
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--T", type=int, nargs="+", default=[500, 2000])
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    bk.enable_x64()
-    print(machine_line(f"rotation dynamics, {args.steps} test steps"), flush=True)
-    print(f"{'method':>8} {'T':>6} {'fit s':>8} {'filter s':>9} {'total s':>8} {'update ms':>9} {'test MSE':>9} "
-          f"{'tune s':>7}")
-    for T in args.T:
-        seq = kbr.data.circle_dynamics(T, jax.random.key(args.seed), T_test=args.steps, setting="rotation")
-        for method, lam in (("iw", 1e-3), ("original", 1e-6)):
-            fit_s, kbf = timed(lambda: kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=lam, eta=1e-4, method=method))
+
+def megabytes(kbf) -> float:
+    return sum(leaf.nbytes for leaf in jax.tree.leaves(kbf)) / 2**20
+
+
+def cold(fn):
+    """(seconds, result) of the first call, compilation included."""
+    jax.clear_caches()
+    start = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    return time.perf_counter() - start, out
+
+
+def scaling(Ts, steps, exact_max, seed):
+    print(f"{'filter':>8} {'T':>6} {'rank':>10} {'fit s':>7} {'filter s':>9} {'cold s':>7} {'update ms':>9} "
+          f"{'MB':>8} {'test MSE':>9}", flush=True)
+    for T in Ts:
+        seq = kbr.data.circle_dynamics(T, jax.random.key(seed), T_test=steps, setting="rotation")
+        for name, rank in (("default", "auto"), ("exact", None)):
+            if rank is None and T > exact_max:
+                continue
+
+            def fit():
+                return kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=LAM, eta=ETA, rank=rank)
+
+            cold_s, _ = cold(lambda: fit().filter(seq.X_test))
+            fit_s, kbf = timed(fit)
             filter_s, means = timed(lambda: kbf.filter(seq.X_test))
-            stream_s, _ = timed(lambda: _stream(kbf, seq.X_test))
-            start = time.perf_counter()
-            tuned = kbr.tune_kbf(seq.X, seq.Z, method=method)
-            tune_s = time.perf_counter() - start
-            mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
-            print(f"{method:>8} {T:>6} {fit_s:8.3f} {filter_s:9.3f} {fit_s + filter_s:8.3f} "
-                  f"{1e3 * stream_s / args.steps:9.3f} {mse:9.4f} {tune_s:7.1f}", flush=True)
+            stream_s, _ = timed(lambda: _stream(kbf, seq.X_test[:100]))
+            print(f"{name:>8} {T:>6} {str(kbf.rank or 'exact'):>10} {fit_s:7.2f} {filter_s:9.2f} {cold_s:7.2f} "
+                  f"{10 * stream_s:9.3f} {megabytes(kbf):8.1f} {kbr.filter_mse(means, seq.Z_test):9.4f}", flush=True)
+
+
+def accuracy(T, steps, seed):
+    print(f"\n{'dynamics':>12} {'method':>9} {'T':>6} {'rank':>10} {'exact MSE':>10} {'default MSE':>12} "
+          f"{'ratio':>6}", flush=True)
+    for setting in ("rotation", "oscillatory"):
+        seq = kbr.data.circle_dynamics(T, jax.random.key(seed), T_test=steps, setting=setting)
+        for method, lam in (("iw", LAM), ("original", 1e-6)):
+            default, exact = (kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=lam, eta=ETA, method=method, rank=rank)
+                              for rank in ("auto", None))
+            mse_default, mse_exact = (kbr.filter_mse(kbf.filter(seq.X_test), seq.Z_test) for kbf in (default, exact))
+            print(f"{setting:>12} {method:>9} {T:>6} {str(default.rank or 'exact'):>10} {mse_exact:10.4f} "
+                  f"{mse_default:12.4f} {mse_default / mse_exact:6.3f}", flush=True)
+
+
+def tuning(Ts, exact_max, seed):
+    print(f"\n{'T':>6} {'tune_kbf s':>11} {'c':>5} {'lam':>7} {'eta':>7}", flush=True)
+    for T in (t for t in Ts if t <= exact_max):
+        seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting="rotation")
+        start = time.perf_counter()
+        tuned = kbr.tune_kbf(seq.X, seq.Z)
+        print(f"{T:>6} {time.perf_counter() - start:11.1f} {tuned.c:5.1f} {tuned.lam:7.0e} {tuned.eta:7.0e}",
+              flush=True)
 
 
 def _stream(kbf, X_test):
@@ -49,6 +89,21 @@ def _stream(kbf, X_test):
     for x in X_test:
         state, mean = kbf.update(state, x)
     return mean
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--T", type=int, nargs="+", default=[500, 1000, 2000, 5000, 10000])
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--exact-max", type=int, default=2000)
+    parser.add_argument("--check-T", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    bk.enable_x64()
+    print(machine_line(f"kernel Bayes filter, {args.steps} test steps, lam = {LAM}, eta = {ETA}"), flush=True)
+    scaling(args.T, args.steps, args.exact_max, args.seed)
+    accuracy(args.check_T, args.steps, args.seed)
+    tuning(args.T, args.exact_max, args.seed)
 
 
 if __name__ == "__main__":

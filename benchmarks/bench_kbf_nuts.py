@@ -3,13 +3,17 @@
 Grid-search filter (kbr.tune_kbf) vs the Bayesian-averaged filter from kbf_hyper_model: wall time, R-hat,
 divergences, test MSE ratio and 90% predictive-band coverage.
 
-The pseudo-likelihood's filters use Nystrom observation features on --landmarks fit observations (O(T p^2)
-per filter step instead of O(T^3); 0 = the exact filter); predictive filtering refits the exact filter on all T.
+The pseudo-likelihood's filters are low rank on --landmarks Nystrom landmarks (p_x for the observations, p_z for
+the latents: O(T p_x^2 + T p_z) per filter step instead of O(T^3); 0 = the exact filter); predictive filtering refits the filter on all T. NUTS adapts a dense
+mass matrix (five correlated hyperparameters) with trees of depth at most --depth and runs the chains one after the
+other (--chain-method parallel gives each chain its own device via numpyro.set_host_device_count; on the 2-core
+CPU of the recorded runs that was slower, since one JAX process already keeps both cores busy).
 --compress m instead builds them on m ACKIP-compressed fit transitions (models.compress_split; O(m^3) per
 gradient, no landmarks): issue 7, acceptance 2 compares it with the full training set.
 
-Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 40] [--chains 2] [--warmup 300]
-     [--samples 300] [--compress 40]   (the CPU setting; --T 500 --n-val 200 suits a GPU)
+Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 10 20] [--chains 2] [--warmup 300]
+     [--samples 300] [--depth 3] [--chain-method sequential] [--compress 40]
+     (the CPU setting; --T 500 --n-val 200 suits a GPU)
 """
 
 import argparse
@@ -17,6 +21,7 @@ import time
 
 import jax
 import numpy as np
+import numpyro
 
 import bayeskern as bk
 from bayeskern import kbr
@@ -25,8 +30,8 @@ from bayeskern.models import compress_split, kbf_hyper_model, split_for_validati
 from _common import machine_line
 
 
-def run(*, T=300, n_val=100, landmarks=40, compress=0, compress_steps=1000, chains=2, warmup=300, samples=300,
-        depth=6, seed=0, log=print) -> dict:
+def run(*, T=300, n_val=100, landmarks=(10, 20), compress=0, compress_steps=1000, chains=2, warmup=300, samples=300,
+        depth=3, chain_method="sequential", seed=0, log=print) -> dict:
     """The acceptance-4 run: grid filter, NUTS over its hyperparameters, Bayesian-averaged predictive filtering.
 
     Returns grid_mse, bayes_mse, coverage (90% predictive band), hyper_coverage, diagnostics, wall (NUTS seconds)
@@ -40,22 +45,23 @@ def run(*, T=300, n_val=100, landmarks=40, compress=0, compress_steps=1000, chai
     grid_mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
     log(f"grid filter: c = {tuned.c}, lam = {tuned.lam}, eta = {tuned.eta}, test MSE {grid_mse:.4f} "
         f"({time.perf_counter() - start:.1f} s)")
-    split = split_for_validation(seq.X, seq.Z, n_val=n_val, num_landmarks=None if compress else landmarks or None)
+    split = split_for_validation(seq.X, seq.Z, n_val=n_val, num_landmarks=None if compress else landmarks)
     if compress:
         start = time.perf_counter()
         split = compress_split(split, compress, key=jax.random.key(seed + 3), num_steps=compress_steps)
         log(f"ACKIP compression of {T - n_val - 1} transitions to {compress}: {time.perf_counter() - start:.1f} s")
     mcmc = run_nuts(kbf_hyper_model, split, key=jax.random.key(seed + 1), num_chains=chains, num_warmup=warmup,
-                    num_samples=samples, init_values=kbf_init_values(tuned, 2), target_accept=0.85,
-                    max_tree_depth=depth, rhat_max=1.05, min_ess=1,
-                    chain_method="sequential")  # the filter's gradient is costly and branchy: no vmap over chains
+                    num_samples=samples, init_values=kbf_init_values(tuned, 2),
+                    max_tree_depth=depth, rhat_max=1.05, min_ess=1, dense_mass=True, chain_method=chain_method,
+                    progress_bar=False)
     d, draws = mcmc.diagnostics, mcmc.draws()
     pred = posterior_predictive_filter(draws, seq.X, seq.Z, seq.X_test, key=jax.random.key(seed + 2))
     out = {"grid_mse": grid_mse, "bayes_mse": kbr.filter_mse(pred.mean, seq.Z_test),
            "coverage": band_coverage(pred.predictive_band, seq.Z_test),
            "hyper_coverage": band_coverage(pred.hyper_band, seq.Z_test), "diagnostics": d,
            "wall": mcmc.wall_time, "draws": draws}
-    log(f"NUTS {chains} x ({warmup} + {samples}), depth {depth}: wall {mcmc.wall_time:.1f} s, max R-hat "
+    log(f"NUTS {chains} x ({warmup} + {samples}), depth {depth}, {chain_method} chains on "
+        f"{jax.local_device_count()} devices: wall {mcmc.wall_time:.1f} s, max R-hat "
         f"{d.max_rhat:.3f}, min bulk ESS {d.min_ess_bulk:.0f}, divergences {d.divergences} "
         f"({100 * d.divergences / (chains * samples):.1f}%)")
     log(f"Bayesian-averaged test MSE {out['bayes_mse']:.4f} = {out['bayes_mse'] / grid_mse:.3f} x grid; 90% "
@@ -70,19 +76,24 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--T", type=int, default=300)
     parser.add_argument("--n-val", type=int, default=100)
-    parser.add_argument("--landmarks", type=int, default=40)
+    parser.add_argument("--landmarks", type=int, nargs="+", default=[10, 20],
+                        help="landmarks per kernel, or for the observations and the latents (0: exact)")
     parser.add_argument("--compress", type=int, default=0, help="ACKIP-compressed fit transitions (0: none)")
     parser.add_argument("--compress-steps", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--samples", type=int, default=300)
-    parser.add_argument("--depth", type=int, default=6)
+    parser.add_argument("--depth", type=int, default=3)
+    parser.add_argument("--chain-method", default="sequential", choices=("parallel", "sequential", "vectorized"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.chain_method == "parallel":
+        numpyro.set_host_device_count(args.chains)  # one CPU device per chain; before JAX's first computation
     bk.enable_x64()
-    run(T=args.T, n_val=args.n_val, landmarks=args.landmarks, compress=args.compress,
+    landmarks = None if args.landmarks == [0] else tuple(args.landmarks) if len(args.landmarks) > 1 else args.landmarks[0]
+    run(T=args.T, n_val=args.n_val, landmarks=landmarks, compress=args.compress,
         compress_steps=args.compress_steps, chains=args.chains, warmup=args.warmup, samples=args.samples,
-        depth=args.depth, seed=args.seed, log=lambda line: print(line, flush=True))
+        depth=args.depth, chain_method=args.chain_method, seed=args.seed, log=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

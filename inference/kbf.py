@@ -9,7 +9,9 @@ import numpy as np
 
 from bayeskern._validation import as_points, check_same_length
 from bayeskern.kbr.filter import KernelBayesFilter, TuneResult
+from bayeskern.kbr.lowrank import filter_landmarks
 from bayeskern.kernels.heuristics import median_heuristic
+from bayeskern.kernels.stationary import RBF
 
 __all__ = ["kbf_init_values", "PredictiveFiltering", "posterior_predictive_filter", "band_coverage"]
 
@@ -45,11 +47,11 @@ class PredictiveFiltering(NamedTuple):
 
 def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str = "iw", num_draws: int = 100,
                                 noise_draws: int = 10, level: float = 0.9,
-                                smooth_truncation: float | None = None) -> PredictiveFiltering:
+                                smooth_truncation: float | None = None, rank="auto") -> PredictiveFiltering:
     """Bayesian-averaged filtering: one filter per posterior draw of the hyperparameters, averaged, with bands.
 
     For ``num_draws`` thinned draws, refit the filter on all training pairs and filter the test sequence (one
-    compiled sequential map, memory O(T^2)); the hyperparameter band is the spread of the filtered means, the
+    compiled sequential map); the hyperparameter band is the spread of the filtered means, the
     predictive band adds N(0, s^2) noise of each draw (``noise_draws`` per draw).
 
     Args:
@@ -64,6 +66,9 @@ def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str
         noise_draws: noise draws per hyperparameter draw for the predictive band.
         level: probability mass of the bands, in (0, 1).
         smooth_truncation: the model's smoothing of max(0, gamma) (None: exact).
+        rank: filter rank as in :meth:`bayeskern.kbr.KernelBayesFilter.build`. A low-rank choice selects one set
+            of landmarks for all draws, at the smallest sampled bandwidths and ridges (the draws that need the
+            most landmarks), so memory is O(T p) instead of O(T^2).
 
     Returns:
         PredictiveFiltering: ``mean`` (T~, d_z), ``hyper_band`` and ``predictive_band`` (2, T~, d_z) (lower and
@@ -79,7 +84,9 @@ def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str
     total = np.shape(samples["log_cx"])[0]
     idx = np.unique(np.linspace(0, total - 1, min(num_draws, total)).astype(int))
     theta = {k: jnp.asarray(np.asarray(v)[idx]) for k, v in samples.items() if k.startswith("log_")}
-    draws = _filter_draws(theta, X, Z, X_test, median_heuristic(X), median_heuristic(Z), method, smooth_truncation)
+    med_x, med_z = median_heuristic(X), median_heuristic(Z)
+    landmarks = _shared_landmarks(theta, X, Z, med_x, med_z, method, rank)
+    draws = _filter_draws(theta, X, Z, X_test, med_x, med_z, landmarks, method, smooth_truncation)
     s = jnp.exp(theta["log_s"])[:, None, None, None]
     noisy = draws[:, None] + s * jax.random.normal(key, (draws.shape[0], noise_draws) + draws.shape[1:])
     q = jnp.array([(1 - level) / 2, (1 + level) / 2])
@@ -87,13 +94,24 @@ def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str
                                jnp.quantile(noisy.reshape((-1,) + draws.shape[1:]), q, axis=0), draws)
 
 
+def _shared_landmarks(theta, X, Z, med_x, med_z, method, rank):
+    """Landmarks for every draw's filter (None: exact), chosen at the smallest sampled bandwidths and ridges."""
+    lam = float(jnp.min(jnp.exp(theta["log_lam"])))
+    eta = float(jnp.min(jnp.exp(theta["log_eta"])))
+    if "log_lam_prime" in theta:
+        eta = min(eta, float(jnp.min(jnp.exp(theta["log_lam_prime"]))))
+    kernel_x = RBF(float(jnp.min(jnp.exp(theta["log_cx"]))) * med_x)
+    kernel_z = RBF(float(jnp.min(jnp.exp(theta["log_cz"]))) * med_z)
+    return filter_landmarks(kernel_x, kernel_z, X, Z, rank, lam if method == "iw" else np.sqrt(lam), eta)
+
+
 @partial(jax.jit, static_argnames=("method", "smooth_truncation"))
-def _filter_draws(theta, X, Z, X_test, med_x, med_z, method, smooth_truncation):
+def _filter_draws(theta, X, Z, X_test, med_x, med_z, landmarks, method, smooth_truncation):
     def one(t):
         lam_prime = jnp.exp(t["log_lam_prime"]) if "log_lam_prime" in t else None
         kbf = KernelBayesFilter.build(X, Z, jnp.exp(t["log_cx"]) * med_x, jnp.exp(t["log_cz"]) * med_z,
                                       jnp.exp(t["log_lam"]), jnp.exp(t["log_eta"]), lam_prime, method=method,
-                                      smooth_truncation=smooth_truncation)
+                                      smooth_truncation=smooth_truncation, rank=None, landmarks=landmarks)
         return kbf.filter(X_test)
 
     return jax.lax.map(one, theta)

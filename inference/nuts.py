@@ -4,11 +4,9 @@ import functools
 import inspect
 import time
 
-import blackjax
 import jax
 import jax.numpy as jnp
 import numpy as np
-from blackjax.adaptation.base import get_filter_adapt_info_fn
 from numpyro import handlers
 from numpyro.distributions.distribution import Unit
 from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
@@ -89,10 +87,10 @@ def _inference_data(samples, stats, observed, constant, loglik, backend):
 def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int = 4, num_warmup: int = 1000,
              num_samples: int = 1000, init_values: dict | None = None, target_accept: float = 0.8,
              max_tree_depth: int = 10, progress_bar: bool = True, rhat_max: float = 1.01, min_ess=None,
-             chain_method: str = "vectorized", **model_kwargs) -> MCMCResult:
+             chain_method: str = "vectorized", dense_mass: bool = False, **model_kwargs) -> MCMCResult:
     """Sample a NumPyro ``model(*model_args, **model_kwargs)`` with NUTS and diagnose the run.
 
-    ``backend="numpyro"``: ``MCMC(NUTS)`` with Stan-style warm-up (step size and diagonal mass matrix).
+    ``backend="numpyro"``: ``MCMC(NUTS)`` with Stan-style warm-up (step size and mass matrix).
     ``"blackjax"``: ``blackjax.window_adaptation`` + ``blackjax.nuts`` on the same potential (NumPyro's
     unconstrained log density). Without ``init_values`` each chain starts uniformly in (-2, 2) on the
     unconstrained scale, as Stan does. Models with observed sites also get their pointwise log likelihood (one
@@ -116,7 +114,11 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
             device, cheap for small models; ``"sequential"`` runs them one after another, faster for costly,
             branchy gradients (such as the kernel Bayes filter's: under ``vmap`` both sides of every ``lax.cond``
             are evaluated and each step waits for the slowest chain); ``"parallel"`` uses one device per chain.
-            BlackJAX chains are always vectorised.
+            BlackJAX chains are always vectorised. ``"parallel"`` needs as many devices as chains; on a CPU make
+            them before JAX starts with ``numpyro.set_host_device_count(num_chains)`` (one chain per core),
+            otherwise NumPyro draws the chains sequentially and says so.
+        dense_mass: adapt a dense mass matrix (the posterior covariance) instead of a diagonal one: fewer leapfrog
+            steps for correlated parameters, worth it when there are few of them (a few tens at most).
         **model_kwargs: keyword arguments of the model.
 
     Returns:
@@ -149,6 +151,8 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
             raise ValueError(f"{name} must be a {'non-negative' if name == 'num_warmup' else 'positive'} integer, got {value}")
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+    if not isinstance(dense_mass, bool):
+        raise TypeError(f"dense_mass must be True or False, got {dense_mass!r}")
     if chain_method not in _CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {_CHAIN_METHODS}, got {chain_method!r}")
     if init_values is None:
@@ -158,13 +162,13 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     start = time.perf_counter()
     if backend == "numpyro":
         samples, stats = _run_numpyro(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
-                                      target_accept, max_tree_depth, progress_bar, chain_method)
+                                      target_accept, max_tree_depth, progress_bar, chain_method, dense_mass)
     else:
         samples, stats = _run_blackjax(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
-                                       target_accept, max_tree_depth, progress_bar)
-    wall = time.perf_counter() - start
-    samples = {k: np.asarray(v) for k, v in samples.items()}
+                                       target_accept, max_tree_depth, progress_bar, dense_mass)
+    samples = {k: np.asarray(v) for k, v in samples.items()}  # waits for the device (dispatch is asynchronous)
     stats = {k: np.asarray(v) for k, v in stats.items()}
+    wall = time.perf_counter() - start
     observed, loglik = _observations(model, model_args, model_kwargs, samples, key)
     diagnostics = diagnose(az.from_dict(posterior=samples, sample_stats=stats), rhat_max=rhat_max, min_ess=min_ess)
     return MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik, diagnostics,
@@ -211,8 +215,9 @@ def _observations(model, args, kwargs, samples, key):
 
 
 def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
-                 chain_method):
-    kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth)
+                 chain_method, dense_mass):
+    kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth,
+                  dense_mass=dense_mass)
     mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
                 progress_bar=progress_bar)
     mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob", "potential_energy", "energy",
@@ -229,7 +234,10 @@ def _tree_depth(num_steps):
     return np.floor(np.log2(np.maximum(np.asarray(num_steps), 1))).astype(np.int64) + 1
 
 
-def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar):
+def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
+                  dense_mass):
+    import blackjax  # here, not at module import: importing blackjax starts JAX's backend, after which
+    from blackjax.adaptation.base import get_filter_adapt_info_fn  # the CPU device count can no longer be set
     keys = jax.random.split(key, chains + 1)
     inits = [initialize_model(k, model, model_args=args, model_kwargs=kwargs, init_strategy=init) for k in keys[1:]]
     potential_fn, postprocess_fn = inits[0].potential_fn, inits[0].postprocess_fn
@@ -238,7 +246,8 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
     def logdensity(z):
         return -potential_fn(z)
 
-    adaptation = blackjax.window_adaptation(blackjax.nuts, logdensity, target_acceptance_rate=target_accept,
+    adaptation = blackjax.window_adaptation(blackjax.nuts, logdensity, is_mass_matrix_diagonal=not dense_mass,
+                                            target_acceptance_rate=target_accept,
                                             adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth)
 
     @jax.jit

@@ -1,16 +1,18 @@
 """A NumPyro model of the kernel Bayes filter's hyperparameters (a library extension of Xu et al. 2022)."""
 
+import math
 from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
 from bayeskern._validation import as_points, check_positive, check_same_length
 from bayeskern.compression import ackip
-from bayeskern.kbr.features import FeatureKernel, nystrom_features, select_landmarks
+from bayeskern.kbr.features import select_landmarks
 from bayeskern.kbr.filter import KernelBayesFilter
 from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
@@ -21,16 +23,16 @@ __all__ = ["FilterSplit", "split_for_validation", "compress_split", "kbf_hyper_m
 HYPER_PRIORS = {
     "log_cx": (0.0, 0.75),
     "log_cz": (0.0, 0.75),
-    "log_lam": {"iw": (jnp.log(1e-3), 2.0), "original": (jnp.log(1e-6), 3.0)},
-    "log_eta": (jnp.log(3e-4), 1.5),
-    "log_lam_prime": (jnp.log(3e-4), 1.5),
-    "log_s": (jnp.log(0.2), 1.0),
+    "log_lam": {"iw": (math.log(1e-3), 2.0), "original": (math.log(1e-6), 3.0)},
+    "log_eta": (math.log(3e-4), 1.5),
+    "log_lam_prime": (math.log(3e-4), 1.5),
+    "log_s": (math.log(0.2), 1.0),
 }
 
 
 class FilterSplit(NamedTuple):
     """Fit pairs (steps 1..T-V), validation pairs (the last V steps), the fit medians (constants), optional
-    observation landmarks (p, d_x) for a Nystrom-feature filter, and optional transition sources Z_prev (m, d_z)
+    landmarks (p, d_x) and (p, d_z) for a low-rank (Nystrom) filter, and optional transition sources Z_prev (m, d_z)
     when the fit pairs are m compressed transitions Z_prev[j] -> (Z_fit[j], X_fit[j]) (:func:`compress_split`)."""
 
     X_fit: jax.Array
@@ -41,9 +43,11 @@ class FilterSplit(NamedTuple):
     median_z: jax.Array
     landmarks: jax.Array | None = None
     Z_prev: jax.Array | None = None
+    landmarks_z: jax.Array | None = None
 
 
-def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landmarks: int | None = None,
+def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
+                         num_landmarks: int | tuple[int, int] | None = None,
                          landmark_scale: float = 0.5) -> FilterSplit:
     """Split one training trajectory for :func:`kbf_hyper_model`, as :func:`bayeskern.kbr.tune_kbf` does.
 
@@ -55,10 +59,12 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landm
         Z: (T, d_z) latent states, row t paired with X[t].
         n_val: number of validation steps (at most T // 2).
         burn_in: validation steps the model skips while the filter forgets its uniform start.
-        num_landmarks: p observation landmarks among the fit observations (pivoted Cholesky at bandwidth
-            ``landmark_scale`` x median): the model's filters then use Nystrom features, O(T p^2) per filter step
-            instead of O(T^3) (an approximation that sharpens as p grows).
-        landmark_scale: bandwidth of the landmark selection, in units of the median distance.
+        num_landmarks: p landmarks among the fit observations and p among the fit latents, or (p_x, p_z)
+            (pivoted Cholesky at bandwidth ``landmark_scale`` x median): the model's filters are then low rank
+            (Nystrom features of both kernels), O(T p_x^2 + T p_z) per filter step and per gradient instead of
+            O(T^3) (an approximation that sharpens as p grows; the observation landmarks set the cost).
+        landmark_scale: bandwidth of the landmark selection, in units of the median distance (below the
+            bandwidths the posterior visits, so the landmarks cover them).
 
     Returns:
         FilterSplit: fit and validation pairs, the fit medians and the optional landmarks.
@@ -75,11 +81,16 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10, num_landm
         raise ValueError(f"training sequence too short: T = {T} gives {T - V} fit and {V} validation steps; "
                          f"need at least 3 fit steps and more than burn_in = {burn_in} validation steps")
     X_fit, Z_fit = X[: T - V], Z[: T - V]
-    median_x = median_heuristic(X_fit)
+    median_x, median_z = median_heuristic(X_fit), median_heuristic(Z_fit)
     check_positive(landmark_scale, "landmark_scale")
-    landmarks = None if num_landmarks is None else select_landmarks(RBF(landmark_scale * median_x), X_fit,
-                                                                    num_landmarks)
-    return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], median_x, median_heuristic(Z_fit), landmarks)
+    landmarks = landmarks_z = None
+    if num_landmarks is not None:
+        if np.ndim(num_landmarks) not in (0, 1) or np.size(num_landmarks) not in (1, 2):
+            raise ValueError(f"num_landmarks must be an integer or a pair (p_x, p_z), got {num_landmarks!r}")
+        p_x, p_z = np.broadcast_to(num_landmarks, (2,)).tolist()
+        landmarks = select_landmarks(RBF(landmark_scale * median_x), X_fit, p_x)
+        landmarks_z = select_landmarks(RBF(landmark_scale * median_z), Z_fit, p_z)
+    return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], median_x, median_z, landmarks, landmarks_z=landmarks_z)
 
 
 def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, lam_c=None,
@@ -114,7 +125,7 @@ def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, la
     result = ackip(split.Z_fit[:-1], jnp.hstack([split.Z_fit[1:], split.X_fit[1:]]), m, key=key,
                    num_steps=num_steps, lam_c=lam_c, progress_bar=progress_bar)
     nxt = jnp.asarray(result.y_original)
-    return split._replace(X_fit=nxt[:, d_z:], Z_fit=nxt[:, :d_z], landmarks=None,
+    return split._replace(X_fit=nxt[:, d_z:], Z_fit=nxt[:, :d_z], landmarks=None, landmarks_z=None,
                           Z_prev=jnp.asarray(result.x_original))
 
 
@@ -170,10 +181,9 @@ def _validation_means(split, log_cx, log_cz, log_lam, log_eta, lam_prime, method
 
     One compiled program, also where NumPyro evaluates the model outside ``jit`` (initialisation, predictive).
     """
-    sigma_x = jnp.exp(log_cx) * split.median_x
-    if split.landmarks is not None:
-        sigma_x = FeatureKernel(nystrom_features(RBF(sigma_x), split.landmarks))
-    kbf = KernelBayesFilter.build(split.X_fit, split.Z_fit, sigma_x, jnp.exp(log_cz) * split.median_z,
-                                  jnp.exp(log_lam), jnp.exp(log_eta), lam_prime, method=method,
-                                  smooth_truncation=smooth_truncation, Z_prev=split.Z_prev)
+    landmarks = None if split.landmarks is None else (split.landmarks, split.landmarks_z)
+    kbf = KernelBayesFilter.build(split.X_fit, split.Z_fit, jnp.exp(log_cx) * split.median_x,
+                                  jnp.exp(log_cz) * split.median_z, jnp.exp(log_lam), jnp.exp(log_eta), lam_prime,
+                                  method=method, smooth_truncation=smooth_truncation, Z_prev=split.Z_prev,
+                                  rank=None, landmarks=landmarks)
     return kbf.filter(split.X_val)

@@ -1,6 +1,7 @@
 """The NumPyro BKE model, NUTS through NumPyro and BlackJAX, arviz output and diagnostics."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import pytest
@@ -69,6 +70,30 @@ def test_both_backends_sample_a_conjugate_posterior():
         assert abs(mu.mean() - mean) < 4 * sd / np.sqrt(run.diagnostics.min_ess_bulk)
         assert mu.std() == pytest.approx(sd, rel=0.2)
         _check_arviz_output(run, y, backend)
+
+
+def test_dense_mass_adapts_to_a_correlated_posterior_on_both_backends():
+    """x ~ N(0, S), S with correlation 0.99 and scales 1 and 10: a dense metric learns S, so NUTS needs far fewer
+    leapfrog steps than with a diagonal one, and both sample the right covariance."""
+    import numpyro
+
+    cov = np.array([[1.0, 9.9], [9.9, 100.0]])
+
+    def model():
+        numpyro.sample("x", dist.MultivariateNormal(jnp.zeros(2), covariance_matrix=jnp.asarray(cov)))
+
+    for backend in ("numpyro", "blackjax"):
+        steps = {}
+        for dense in (False, True):
+            run = run_nuts(model, key=jax.random.key(2), backend=backend, num_chains=2, num_warmup=400,
+                           num_samples=400, progress_bar=False, dense_mass=dense, min_ess=1, rhat_max=np.inf)
+            steps[dense] = run.sample_stats["n_steps"].mean()
+            if dense:
+                x = run.samples["x"].reshape(-1, 2)
+                np.testing.assert_allclose(np.cov(x.T), cov, rtol=0.25, atol=0.3)
+        assert steps[True] < 0.5 * steps[False], (backend, steps)
+    with pytest.raises(TypeError, match="dense_mass"):
+        run_nuts(model, key=jax.random.key(2), dense_mass="yes")
 
 
 def _check_arviz_output(run, y, backend):

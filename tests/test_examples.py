@@ -157,3 +157,12 @@ def test_acceptance_jdl_classification_structure(tmp_path):
             assert r["JDL-con"]["loss"] <= 1.05 * r["IND"]["loss"]
             assert all(np.isfinite(v["loss"]) for v in r.values())
     assert (tmp_path / "jdl_classification.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow  # about a minute: a short NUTS run
+def test_sunspots_example_filters_a_real_series_and_beats_persistence(tmp_path):
+    pytest.importorskip("statsmodels")  # the examples extra
+    rmse = _load("kbf_sunspots").main(tmp_path, chains=1, warmup=40, samples=40)
+    assert set(rmse) >= {"tuned KBF", "Bayesian KBF", "persistence"} and any(k.startswith("AR(") for k in rmse)
+    assert rmse["tuned KBF"] < rmse["persistence"] and rmse["Bayesian KBF"] < rmse["persistence"]
+    assert (tmp_path / "kbf_sunspots.png").stat().st_size > 10_000

@@ -48,8 +48,8 @@ def test_trained_features_lower_the_loss_and_drive_a_filter():
     trace = np.asarray(trace)
     assert trace.shape == (60,) and np.all(np.isfinite(trace)) and trace[-1] < 0.7 * trace[0]
     kbf = kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(net), 0.7, 1e-3, 1e-4)
-    Psi = net(seq.X)
-    np.testing.assert_allclose(kbf.G_X, Psi @ Psi.T, atol=1e-12)
+    assert kbf.G_X is None  # a feature filter stores (T, p) features, no T x T Gram matrix
+    np.testing.assert_allclose(kbf.features, net(seq.X), atol=1e-12)
     means = kbf.filter(seq.X_test)
     assert kbr.filter_mse(means, seq.Z_test) < kbr.filter_mse(seq.X_test, seq.Z_test)  # 0.105 vs 0.120
     with pytest.raises(ValueError, match="X_test contains"):

@@ -102,7 +102,52 @@ def _filters(seq, num_landmarks):
     return {"iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4),
             "original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original"),
             "nystrom": kbr.KernelBayesFilter.build(seq.X, seq.Z, kbr.FeatureKernel(
-                kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4)}
+                kbr.nystrom_features(RBF(0.5), landmarks)), 0.6, 1e-3, 1e-4),
+            "low-rank iw": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-3, eta=1e-4, rank=num_landmarks),
+            "low-rank original": kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, eta=1e-4, method="original",
+                                                           rank=num_landmarks)}
+
+
+@pytest.mark.parametrize("setting", ["rotation", "oscillatory"])
+def test_low_rank_filter_matches_the_exact_one_without_any_T_by_T_array(setting):
+    seq = kbr.data.circle_dynamics(600, jax.random.key(3), T_test=100, setting=setting)
+    exact = kbr.KernelBayesFilter.fit(seq.X, seq.Z, rank=None)
+    assert exact.rank is None and exact.G_X.shape == (600, 600)
+    auto = kbr.KernelBayesFilter.fit(seq.X, seq.Z)  # T > EXACT_MAX_T: the trace-error rule picks the rank
+    p_x, p_z = auto.rank
+    assert 10 <= p_x <= 100 and 10 <= p_z <= 100
+    assert all(600 not in np.shape(leaf)[1:] for leaf in jax.tree.leaves(auto))  # memory O(T p)
+    mse_exact = kbr.filter_mse(exact.filter(seq.X_test), seq.Z_test)
+    mse_auto = kbr.filter_mse(auto.filter(seq.X_test), seq.Z_test)
+    assert abs(mse_auto - mse_exact) <= 0.02 * mse_exact
+    original = [kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, method="original", rank=rank) for rank in (None, 60)]
+    mse = [kbr.filter_mse(f.filter(seq.X_test), seq.Z_test) for f in original]
+    assert abs(mse[1] - mse[0]) <= 0.02 * mse[0]
+    small = kbr.data.circle_dynamics(kbr.EXACT_MAX_T, jax.random.key(3), T_test=5)
+    assert kbr.KernelBayesFilter.fit(small.X, small.Z).rank is None  # small T stays exact
+
+
+def test_low_rank_maps_are_the_exact_formulas_on_the_nystrom_gram_matrices(rng):
+    X, Z = rng.normal(size=(40, 2)), rng.normal(size=(40, 2))
+    T, eta, lam_prime = 40, 1e-3, 3e-3
+    landmarks = (X[::4], Z[::5])
+    kbf = kbr.KernelBayesFilter.build(X, Z, 0.8, 0.9, 1e-3, eta, lam_prime, landmarks=landmarks)
+    assert kbf.rank == (10, 8) and isinstance(kbf.K_eta, kbr.Factored)
+    phi = kbr.nystrom_features(RBF(0.9), landmarks[1])
+    G = phi(Z) @ phi(Z).T  # the Nystrom approximation of the latent Gram matrix
+    np.testing.assert_allclose(kbf.K_eta.dense(), T * np.linalg.solve(G + T * eta * np.eye(T), G), atol=1e-9)
+    rows = np.linalg.solve(G[:-1, :-1] + (T - 1) * lam_prime * np.eye(T - 1), G[:-1])
+    np.testing.assert_allclose(kbf.transition.dense(), np.vstack([np.zeros(T), rows]), atol=1e-9)
+    psi = kbr.nystrom_features(RBF(0.8), landmarks[0])
+    np.testing.assert_allclose(kbf.features, psi(X), atol=1e-12)
+    # explicit landmarks keep the build traceable: gradients of a filtered mean in the bandwidths are finite
+    mean = lambda s: kbr.KernelBayesFilter.build(X, Z, s, 0.9, 1e-3, eta, landmarks=landmarks).filter(X[:5])[-1, 0]
+    assert np.isfinite(jax.grad(mean)(0.8))
+    with pytest.raises(ValueError, match="concrete hyperparameters"):
+        jax.grad(lambda s: kbr.KernelBayesFilter.build(X, Z, s, 0.9, 1e-3, eta, rank=5).filter(X[:5])[-1, 0])(0.8)
+    for bad in (0, -3, 2.5, "full", True):
+        with pytest.raises(ValueError, match="rank must be None, 'auto' or a positive integer"):
+            kbr.KernelBayesFilter.build(X, Z, 0.8, 0.9, 1e-3, eta, rank=bad)
 
 
 def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
@@ -261,3 +306,15 @@ def test_jdl_regression_recovers_the_gaussian_conditional_mean():
     assert np.sqrt(np.mean(error**2)) < 0.1 and np.max(error) < 0.15
     with pytest.raises(ValueError, match="X and Z"):
         kbr.jdl_regression(X, Z[:-1])
+
+
+def test_tuning_scores_eta_on_the_last_loo_max_t_steps_of_a_long_series(monkeypatch):
+    from bayeskern.kbr.filter import _loo_eta
+
+    Z = kbr.data.circle_dynamics(160, jax.random.key(7)).Z
+    sigma = float(kbr.filter.median_heuristic(Z))
+    monkeypatch.setattr(kbr.filter, "LOO_MAX_T", 60)
+    window = Z[-60:]
+    expected, _ = kbr.select_eta_loo(RBF(sigma).evaluate(window, window), kbr.successor_priors(window, 20, 10),
+                                     kbr.ETA_GRID)
+    assert _loo_eta(Z, sigma, kbr.ETA_GRID, 20, 10) == expected

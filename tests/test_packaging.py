@@ -19,8 +19,11 @@ def test_import_changes_no_global_state_and_subpackages_install_under_bayeskern(
     out = _run(
         """
         import importlib.util, jax
-        import bayeskern, bayeskern.models, bayeskern.inference
+        from jax._src import xla_bridge
+        import bayeskern, bayeskern.models, bayeskern.inference, bayeskern.cli
         assert importlib.util.find_spec("models") is None and importlib.util.find_spec("inference") is None
+        # no computation on import: JAX's backend is not started, so numpyro.set_host_device_count still works
+        assert not xla_bridge._backends, "importing bayeskern started JAX's backend"
         print(jax.config.jax_enable_x64)
         bayeskern.enable_x64()
         print(jax.config.jax_enable_x64)

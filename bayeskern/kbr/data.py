@@ -4,6 +4,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_transition", "circle_dynamics",
            "linear_gaussian_sequence", "CIRCLE_SETTINGS", "sprite_sequence", "panorama_scene", "panorama_sequence"]
@@ -150,7 +151,7 @@ def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noi
     return Sequence(X[:T], Z[:T], X[T:], Z[T:])
 
 
-_PALETTE = jnp.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.3, 0.7, 0.3]])
+_PALETTE = np.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.3, 0.7, 0.3]])
 
 
 def panorama_scene(key, num_pillars: int = 12):
@@ -159,7 +160,7 @@ def panorama_scene(key, num_pillars: int = 12):
     return dict(centre=jax.random.uniform(k1, (num_pillars,), maxval=2 * jnp.pi),
                 width=jax.random.uniform(k2, (num_pillars,), minval=0.05, maxval=0.3),
                 height=jax.random.uniform(k3, (num_pillars,), minval=0.3, maxval=0.9),
-                colour=_PALETTE[jax.random.randint(k4, (num_pillars,), 0, 4)])
+                colour=jnp.asarray(_PALETTE)[jax.random.randint(k4, (num_pillars,), 0, 4)])
 
 
 def _panorama_view(heading, scene, rows: int = 36, cols: int = 48):

@@ -14,12 +14,13 @@ from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 from ..linalg import jittered_cholesky, spd_solve
-from .features import FeatureKernel
+from .features import FeatureKernel, nystrom_features
+from .lowrank import Factored, factored_kulsif, factored_transition, filter_landmarks
 from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID", "LAMBDA_GRIDS",
-           "filter_mse"]
+           "LOO_MAX_T", "filter_mse"]
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
@@ -27,6 +28,8 @@ ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
 # five decades each: the three-value grids ({1e-4, 1e-3, 1e-2} / {1e-8, 1e-6, 1e-4}) kept selecting their edge values
 LAMBDA_GRIDS = {"iw": (1e-5, 1e-4, 1e-3, 1e-2, 1e-1), "original": (1e-10, 1e-8, 1e-6, 1e-4, 1e-2)}
 """KBR ridges lam (operator scale) validated by :func:`tune_kbf`, per method: five decades each."""
+LOO_MAX_T = 1000
+""":func:`tune_kbf` scores eta by leave-one-out on at most this many (the last) training latents: O(T^3) otherwise."""
 
 
 @fitted
@@ -39,60 +42,63 @@ class FilterState:
         predicted: (T,) weights of the one-step predictive embedding on the training atoms (uniform at the start).
         filtered: (T,) weights of the last filtered embedding (the predictive ones before the first update).
         step: number of observations consumed.
-        features: (T, p) observation features of the training set for feature filters, computed once by
-            :meth:`KernelBayesFilter.initial_state` (an empty (T, 0) array for kernel filters).
     """
 
     predicted: jax.Array
     filtered: jax.Array
     step: jax.Array
-    features: jax.Array
 
 
 @fitted
 class KernelBayesFilter:
-    """A fitted kernel Bayes filter: training pairs, bandwidths, regularisers and the precomputed matrices.
+    """A fitted kernel Bayes filter: training pairs, bandwidths, regularisers and the precomputed maps.
 
     Build with :meth:`fit` (median bandwidths times multipliers) or :meth:`build` (explicit bandwidths,
     pure and differentiable in every hyperparameter). ``filter(X_test)`` runs the recursion with
     ``lax.scan``; ``jax.vmap(kbf.filter)(X_batch)`` filters several sequences at once. For live data,
     ``state = kbf.initial_state()`` then ``state, mean = kbf.update(state, x_t)`` consume one observation at a
     time and give the same means as ``filter``.
+
+    An exact filter stores T x T matrices and a step costs O(T^3); a low-rank filter (``rank``, the default
+    above :data:`~bayeskern.kbr.lowrank.EXACT_MAX_T` steps) stores (T, p) Nystrom features and factored maps,
+    and a step costs O(T p^2). :attr:`rank` reports the numbers of features.
     """
 
     X: jax.Array  # (T, d_x) training observations
     Z: jax.Array  # (T, d_z) training latents (the atoms)
-    kernel_x: Kernel  # observation kernel: RBF(sigma_x), or FeatureKernel(psi) for learned features
+    kernel_x: Kernel  # observation kernel: RBF(sigma_x), or FeatureKernel(psi) for learned or Nystrom features
     sigma_z: jax.Array
     lam: jax.Array
     eta: jax.Array
     lam_prime: jax.Array
-    G_X: jax.Array  # (T, T)
-    K_eta: jax.Array  # (T, T): gamma = K_eta w
-    transition: jax.Array  # (T, T): row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
-    factor: jax.Array | None  # (T, p) factor of G_X for the original KBR
+    G_X: jax.Array | None  # (T, T) observation Gram matrix (kernel filters)
+    features: jax.Array | None  # (T, p) observation features of the training set (feature filters)
+    K_eta: jax.Array | Factored  # (T, T) map, gamma = K_eta w
+    transition: jax.Array | Factored  # (T, T) map: row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
+    factor: jax.Array | None  # (T, r) factor of G_X for the original KBR with a kernel
     method: str = static(default="iw")
     original_solver: str = static(default="eigh")
     smooth_truncation: float | None = static(default=None)
 
     @classmethod
     def build(cls, X, Z, sigma_x, sigma_z, lam, eta, lam_prime=None, *, method: str = "iw",
-              smooth_truncation: float | None = None, Z_prev=None) -> "KernelBayesFilter":
+              smooth_truncation: float | None = None, Z_prev=None, rank="auto",
+              landmarks=None) -> "KernelBayesFilter":
         """Precompute a filter from training pairs with explicit bandwidths (pure and differentiable).
 
-        Precomputes the observation Gram matrix, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the
-        transition matrix (row 1 zero, rows 2..T = (G_{Z_-1} + (T - 1) lam' I)^{-1} k(Z_{1..T-1}, Z)). Traceable:
-        under ``jit`` / ``grad`` the original KBR uses a Cholesky factor of G_X and a Cholesky solve instead of
-        the truncated eigen-factor.
+        Precomputes the observation Gram matrix (or features), the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z
+        and the transition (row 1 zero, rows 2..T = (G_{Z_-1} + (T - 1) lam' I)^{-1} k(Z_{1..T-1}, Z)). A low-rank
+        filter replaces k_X and k_Z by Nystrom approximations at landmarks and applies these maps as products
+        of (T, p) factors, never forming a T x T matrix. Traceable when the landmarks are given (or the filter is
+        exact): under ``jit`` / ``grad`` the original KBR uses a Cholesky solve instead of eigendecompositions.
 
         Args:
             X: (T, d_x) observations.
             Z: (T, d_z) latents: one trajectory (the transition is learned from consecutive rows), or the targets
                 of T transitions ``Z_prev[j] -> Z[j]`` observed as X[j] when ``Z_prev`` is given.
             sigma_x: Gaussian observation bandwidth > 0, or any observation kernel, e.g.
-                ``kbr.FeatureKernel(psi)`` with learned features (the IW(NN) filter) or Nystrom features
-                ``kbr.nystrom_features(RBF(sigma), landmarks)``; with p features the IW update costs O(T p^2)
-                per step instead of O(T^3).
+                ``kbr.FeatureKernel(psi)`` with learned features (the IW(NN) filter); with p features a step
+                costs O(T p^2) instead of O(T^3).
             sigma_z: Gaussian latent bandwidth > 0.
             lam: KBR ridge (operator scale), > 0.
             eta: KuLSIF ridge (operator scale), > 0.
@@ -102,13 +108,18 @@ class KernelBayesFilter:
                 NUTS).
             Z_prev: (T, d_z) sources of the transitions (e.g. a compressed training set,
                 :func:`bayeskern.models.compress_split`).
+            rank: ``None`` (exact), an integer p (p Nystrom landmarks per kernel, the first pivots of a pivoted
+                Cholesky factorisation) or ``"auto"`` (exact up to ``EXACT_MAX_T`` steps, then as many
+                landmarks as the trace-error rule of :func:`bayeskern.kbr.filter_landmarks` asks for).
+            landmarks: explicit ``(landmarks_x, landmarks_z)`` ((p, d_x) or None for a feature kernel, (q, d_z));
+                overrides ``rank`` and keeps the build traceable in the bandwidths.
 
         Returns:
             KernelBayesFilter: the precomputed filter.
 
         Raises:
-            ValueError: for an unknown method, non-positive bandwidths or ridges, or ``Z_prev`` of another shape
-                than Z.
+            ValueError: for an unknown method, non-positive bandwidths or ridges, ``Z_prev`` of another shape
+                than Z, an invalid rank, or ``rank`` needing landmarks while the hyperparameters are traced.
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
@@ -119,20 +130,31 @@ class KernelBayesFilter:
         for value, name in ((sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
                             (lam_prime, "lam_prime")):
             check_positive(value, name)
-        G_X, K_eta, transition = _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev)
+        has_features = isinstance(kernel_x, FeatureKernel)
+        if landmarks is None:
+            ridge_x = lam if method == "iw" else jnp.sqrt(lam)  # the original KBR squares its system
+            landmarks = filter_landmarks(None if has_features else kernel_x, RBF(sigma_z), X, Z, rank, ridge_x,
+                                         jnp.minimum(eta, lam_prime))
+        landmarks_z = None
+        if landmarks is not None:
+            landmarks_x, landmarks_z = landmarks
+            if landmarks_x is not None and not has_features:
+                kernel_x = FeatureKernel(nystrom_features(kernel_x, landmarks_x))
+        G_X, features, K_eta, transition = _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev, landmarks_z)
         factor, solver = None, "eigh"
-        if method == "original":
-            if is_concrete(G_X):
-                factor = gram_factor(G_X)  # truncated eigen-factor: O(T p^2) per step
-            else:  # differentiable path (e.g. NUTS over hyperparameters): eigenvector derivatives at the
-                # repeated (near-)zero eigenvalues of G_X and C are NaN, Cholesky derivatives are not
-                factor, solver = jittered_cholesky(G_X)[0], "cholesky"
+        if not is_concrete((G_X, features)):  # differentiable path (e.g. NUTS over hyperparameters): eigenvector
+            solver = "cholesky"  # derivatives at repeated (near-)zero eigenvalues are NaN, Cholesky ones are not
+        if method == "original" and G_X is not None:
+            # truncated eigen-factor, O(T r^2) per step; traced: a Cholesky factor
+            factor = gram_factor(G_X) if solver == "eigh" else jittered_cholesky(G_X)[0]
         return cls(X, Z, kernel_x, jnp.asarray(sigma_z), jnp.asarray(lam), jnp.asarray(eta),
-                   jnp.asarray(lam_prime), G_X, K_eta, transition, factor, method, solver, smooth_truncation)
+                   jnp.asarray(lam_prime), G_X, features, K_eta, transition, factor, method, solver,
+                   smooth_truncation)
 
     @classmethod
     def fit(cls, X, Z, *, c: float = 1.0, c_x: float | None = None, c_z: float | None = None, lam: float = 1e-3,
-            eta: float = 1e-4, lam_prime: float | None = None, method: str = "iw") -> "KernelBayesFilter":
+            eta: float = 1e-4, lam_prime: float | None = None, method: str = "iw",
+            rank="auto") -> "KernelBayesFilter":
         """Build a filter from one training trajectory with bandwidths sigma = c x median pairwise distance.
 
         Args:
@@ -145,13 +167,15 @@ class KernelBayesFilter:
             eta: KuLSIF ridge (operator scale), > 0.
             lam_prime: transition ridge (operator scale); default ``eta``.
             method: ``"iw"`` (importance-weighted KBR) or ``"original"``.
+            rank: ``None`` (exact), an integer number of Nystrom landmarks per kernel, or ``"auto"`` (exact up to
+                ``EXACT_MAX_T`` training steps, low rank by the trace-error rule above); see :meth:`build`.
 
         Returns:
             KernelBayesFilter: the precomputed filter; ``filter(X_test)`` runs it.
 
         Raises:
-            ValueError: for unpaired or non-finite inputs, T < 3, non-positive multipliers or ridges, or an unknown
-                method.
+            ValueError: for unpaired or non-finite inputs, T < 3, non-positive multipliers or ridges, an unknown
+                method or an invalid rank.
             RuntimeError: when float64 is off.
         """
         require_x64("KernelBayesFilter")
@@ -159,7 +183,15 @@ class KernelBayesFilter:
         c_x, c_z = (c if c_x is None else c_x), (c if c_z is None else c_z)
         check_positive(c_x, "c_x")
         check_positive(c_z, "c_z")
-        return cls.build(X, Z, c_x * median_heuristic(X), c_z * median_heuristic(Z), lam, eta, lam_prime, method=method)
+        return cls.build(X, Z, c_x * median_heuristic(X), c_z * median_heuristic(Z), lam, eta, lam_prime,
+                         method=method, rank=rank)
+
+    @property
+    def rank(self) -> tuple[int, int] | None:
+        """(p_x, p_z): observation features and latent landmarks of a low-rank filter; None when exact."""
+        if not isinstance(self.K_eta, Factored):
+            return None
+        return int(self.features.shape[1]), int(self.K_eta.right.shape[1])
 
     def observation_gram(self, X_test):
         """k_X(x_i, x~_t): (T, T~)."""
@@ -187,8 +219,7 @@ class KernelBayesFilter:
     def initial_state(self) -> FilterState:
         """The state before any observation: uniform predictive weights 1/T on the training atoms."""
         w0 = _uniform_weights(self)
-        features = self.kernel_x.features(self.X) if _uses_features(self) else jnp.zeros((w0.shape[0], 0), w0.dtype)
-        return FilterState(w0, w0, jnp.zeros((), jnp.int32), features)
+        return FilterState(w0, w0, jnp.zeros((), jnp.int32))
 
     def update(self, state: FilterState, x):
         """Consume one observation: Bayes' rule on the predictive embedding, then the transition.
@@ -215,25 +246,23 @@ class KernelBayesFilter:
 
 def _uniform_weights(kbf: KernelBayesFilter):
     """The filter's start: weight 1/T on every training atom, (T,)."""
-    return jnp.full(kbf.Z.shape[0], 1.0 / kbf.Z.shape[0], dtype=kbf.G_X.dtype)
-
-
-def _uses_features(kbf: KernelBayesFilter) -> bool:
-    """IW updates on explicit observation features: O(T p^2) per step instead of O(T^3)."""
-    return kbf.method == "iw" and isinstance(kbf.kernel_x, FeatureKernel)
+    return jnp.full(kbf.Z.shape[0], 1.0 / kbf.Z.shape[0], dtype=kbf.Z.dtype)
 
 
 def _observations(kbf: KernelBayesFilter, X_new):
     """What an update needs of new observations (q, d_x): their features (q, p) or Gram columns (q, T)."""
-    return kbf.kernel_x.features(X_new) if _uses_features(kbf) else kbf.observation_gram(X_new).T
+    return kbf.kernel_x.features(X_new) if kbf.features is not None else kbf.observation_gram(X_new).T
 
 
-def _step(kbf: KernelBayesFilter, Psi, w_pred, g):
+def _step(kbf: KernelBayesFilter, w_pred, g):
     """One filter step from predictive weights w_pred (T,) and one observation's g: (next predictive, filtered)."""
     gamma = kbf.K_eta @ w_pred
-    if Psi is not None:
-        w = kbr_iw_weights_features(Psi, gamma, g[None, :], kbf.lam, smooth_truncation=kbf.smooth_truncation)
+    if kbf.features is not None and kbf.method == "iw":  # O(T p^2)
+        w = kbr_iw_weights_features(kbf.features, gamma, g[None, :], kbf.lam, smooth_truncation=kbf.smooth_truncation)
         w = w.weights[:, 0]
+    elif kbf.features is not None:  # the features are a factor of the observation Gram matrix
+        w = kbr_original_weights(None, gamma, (kbf.features @ g)[:, None], kbf.lam, factor=kbf.features,
+                                 solver=kbf.original_solver)[:, 0]
     elif kbf.method == "iw":
         w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
         w = w.weights[:, 0]
@@ -247,10 +276,9 @@ def _step(kbf: KernelBayesFilter, Psi, w_pred, g):
 def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
     """The filtering recursion (gamma = K_eta w, KBR update, mean Z^T w, w = T w), compiled once per filter structure
     and shapes."""
-    Psi = kbf.kernel_x.features(kbf.X) if _uses_features(kbf) else None  # (T, p)
 
     def step(w_pred, g):
-        w_next, w = _step(kbf, Psi, w_pred, g)
+        w_next, w = _step(kbf, w_pred, g)
         return w_next, (w @ kbf.Z, w)
 
     _, (means, weights) = jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_test))
@@ -259,23 +287,35 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
 
 @jax.jit
 def _stream_update(kbf: KernelBayesFilter, state: FilterState, x):
-    Psi = state.features if _uses_features(kbf) else None  # computed once, in initial_state
-    w_next, w = _step(kbf, Psi, state.predicted, _observations(kbf, x)[0])
-    return FilterState(w_next, w, state.step + 1, state.features), w @ kbf.Z
+    w_next, w = _step(kbf, state.predicted, _observations(kbf, x)[0])
+    return FilterState(w_next, w, state.step + 1), w @ kbf.Z
 
 
 @jax.jit
-def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev=None):
-    """G_X, the KuLSIF map K_eta = T (G_Z + T eta I)^{-1} G_Z and the transition matrix."""
+def _precompute(X, Z, kernel_x, sigma_z, eta, lam_prime, Z_prev=None, landmarks_z=None):
+    """(G_X or None, observation features or None, the KuLSIF map K_eta, the transition map)."""
     T = Z.shape[0]
     k_z = RBF(sigma_z)
-    G_X, G_Z = kernel_x.evaluate(X, X), k_z.evaluate(Z, Z)
+    if isinstance(kernel_x, FeatureKernel):
+        G_X, features = None, kernel_x.features(X)
+    else:
+        G_X, features = kernel_x.evaluate(X, X), None
+    if landmarks_z is not None:  # Nystrom latent features: factored maps, O(T p) memory
+        phi = nystrom_features(k_z, landmarks_z)
+        Phi = phi(Z)
+        if Z_prev is not None:
+            transition = factored_transition(Phi, phi(Z_prev), lam_prime, first_row_zero=False)
+        else:
+            transition = factored_transition(Phi, Phi[:-1], lam_prime, first_row_zero=True)
+        return G_X, features, factored_kulsif(Phi, eta), transition
+    G_Z = k_z.evaluate(Z, Z)
     eye = jnp.eye(T, dtype=G_Z.dtype)
     K_eta = T * spd_solve(G_Z + T * eta * eye, G_Z)
     if Z_prev is not None:  # T transitions Z_prev[j] -> Z[j]: every atom is a destination
-        return G_X, K_eta, spd_solve(k_z.evaluate(Z_prev, Z_prev) + T * lam_prime * eye, k_z.evaluate(Z_prev, Z))
+        return G_X, features, K_eta, spd_solve(k_z.evaluate(Z_prev, Z_prev) + T * lam_prime * eye,
+                                               k_z.evaluate(Z_prev, Z))
     rows = spd_solve(G_Z[:-1, :-1] + (T - 1) * lam_prime * eye[:-1, :-1], G_Z[:-1, :])
-    return G_X, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
+    return G_X, features, K_eta, jnp.concatenate([jnp.zeros((1, T), G_Z.dtype), rows])
 
 
 def _training_pairs(X, Z):
@@ -342,12 +382,13 @@ def _validation_split(X, Z, n_val, k):
 
 
 def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
+    Z = Z[-LOO_MAX_T:]  # a contiguous window keeps the successor priors' transitions
     G_Z = RBF(sigma_z).evaluate(Z, Z)
     return select_eta_loo(G_Z, successor_priors(Z, num_priors, k), eta_grid)[0]
 
 
 def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None, eta_grid=ETA_GRID,
-             n_val: int = 200, num_priors: int = 20, k: int = 10) -> TuneResult:
+             n_val: int = 200, num_priors: int = 20, k: int = 10, rank="auto") -> TuneResult:
     """Tune and fit a kernel Bayes filter on one training trajectory.
 
     Protocol: fit on steps 1..T-V and validate on the last V = min(n_val, T // 2) steps; for every bandwidth
@@ -365,6 +406,9 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         n_val: number of validation steps (at most T // 2).
         num_priors: number of successor priors averaged by the leave-one-out score.
         k: neighbours per successor prior.
+        rank: the filters' rank, as in :meth:`KernelBayesFilter.build` (landmarks of the validation filters are
+            chosen at the smallest lam of the grid). The leave-one-out score of eta is exact on the last
+            ``LOO_MAX_T`` = 1000 steps (O(min(T, 1000)^3)), so long series tune in seconds.
 
     Returns:
         TuneResult: the refitted ``filter`` (:class:`KernelBayesFilter`), the selected ``c``, ``lam``, ``eta``
@@ -386,21 +430,26 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     X, Z = _training_pairs(X, Z)
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    lam_grid = LAMBDA_GRIDS[method] if lam_grid is None else lam_grid
+    lam_grid = LAMBDA_GRIDS[method] if lam_grid is None else tuple(lam_grid)
+    for grid, name in ((c_grid, "c_grid"), (lam_grid, "lam_grid"), (eta_grid, "eta_grid")):
+        if len(grid) == 0:
+            raise ValueError(f"{name} must hold at least one value, got an empty grid")
+        for value in grid:
+            check_positive(value, name)
     X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
     med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
     scores = {}
     for c in c_grid:
         eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
-        base = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, lam_grid[0], eta, method=method)
+        base = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, min(lam_grid), eta, method=method,
+                                       rank=rank)
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
-            check_positive(lam, "lam")
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
             scores[(float(c), float(lam))] = (_validation_mse(kbf.filter(X_val), Z_val), eta)
     (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
     med_x, med_z = median_heuristic(X), median_heuristic(Z)
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
-    kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method)
+    kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method, rank=rank)
     return TuneResult(kbf, c, lam, eta, {key: value[0] for key, value in scores.items()})
 
 

@@ -109,14 +109,14 @@ def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", 
     G_X = L L^T (eigenvalues below 1e-12 max dropped), O(n p^2) per prior.
 
     Args:
-        G_X: (n, n) observation Gram matrix of the training pairs.
+        G_X: (n, n) observation Gram matrix of the training pairs (unused, may be None, when ``factor`` is given).
         gamma: (n,) untruncated KuLSIF values of the prior (:func:`kulsif_gamma`); may be negative.
         G_Xq: (n, q) cross-Gram between training and conditioning observations.
         lam: ridge > 0 (operator scale: the system holds n^2 lam).
         reg_scale: ``"operator"`` or ``"gram"`` (lam inserted verbatim).
         solver: ``"eigh"`` (default, robust to the squared condition number) or ``"cholesky"`` (a jittered SPD
             solve of C^2 + n^2 lam I; cheaper, less accurate when lam is tiny).
-        factor: a precomputed (n, p) factor L from :func:`gram_factor`.
+        factor: a precomputed (n, p) factor L with G_X = L L^T (from :func:`gram_factor`, or observation features).
 
     Returns:
         (n, q) array of posterior weights.
@@ -125,7 +125,7 @@ def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", 
         ValueError: for lam <= 0, an unknown reg_scale or solver.
         RuntimeError: when float64 is off.
     """
-    n = G_X.shape[0]
+    n = gamma.shape[0]
     c = gram_coefficient(lam, n, 2, reg_scale, "lam")
     L = gram_factor(G_X) if factor is None else factor
     Lg = L * gamma[:, None]  # Gamma L
