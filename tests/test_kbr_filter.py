@@ -110,7 +110,7 @@ def _filters(seq, num_landmarks):
 
 @pytest.mark.parametrize("setting", ["rotation", "oscillatory"])
 def test_low_rank_filter_matches_the_exact_one_without_any_T_by_T_array(setting):
-    seq = kbr.data.circle_dynamics(600, jax.random.key(3), T_test=100, setting=setting)
+    seq = kbr.data.circle_dynamics(600, jax.random.key(3), T_test=80, setting=setting)
     exact = kbr.KernelBayesFilter.fit(seq.X, seq.Z, rank=None)
     assert exact.rank is None and exact.G_X.shape == (600, 600)
     auto = kbr.KernelBayesFilter.fit(seq.X, seq.Z)  # T > EXACT_MAX_T: the trace-error rule picks the rank
@@ -120,11 +120,13 @@ def test_low_rank_filter_matches_the_exact_one_without_any_T_by_T_array(setting)
     mse_exact = kbr.filter_mse(exact.filter(seq.X_test), seq.Z_test)
     mse_auto = kbr.filter_mse(auto.filter(seq.X_test), seq.Z_test)
     assert abs(mse_auto - mse_exact) <= 0.02 * mse_exact
-    original = [kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, method="original", rank=rank) for rank in (None, 60)]
-    mse = [kbr.filter_mse(f.filter(seq.X_test), seq.Z_test) for f in original]
-    assert abs(mse[1] - mse[0]) <= 0.02 * mse[0]
-    small = kbr.data.circle_dynamics(kbr.EXACT_MAX_T, jax.random.key(3), T_test=5)
-    assert kbr.KernelBayesFilter.fit(small.X, small.Z).rank is None  # small T stays exact
+    if setting == "rotation":  # suite time: the original KBR and the threshold once
+        original = [kbr.KernelBayesFilter.fit(seq.X, seq.Z, lam=1e-6, method="original", rank=rank)
+                    for rank in (None, 60)]
+        mse = [kbr.filter_mse(f.filter(seq.X_test), seq.Z_test) for f in original]
+        assert abs(mse[1] - mse[0]) <= 0.02 * mse[0]
+        small = kbr.data.circle_dynamics(kbr.EXACT_MAX_T, jax.random.key(3), T_test=5)
+        assert kbr.KernelBayesFilter.fit(small.X, small.Z).rank is None  # small T stays exact
 
 
 def test_low_rank_maps_are_the_exact_formulas_on_the_nystrom_gram_matrices(rng):
