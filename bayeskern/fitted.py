@@ -135,11 +135,19 @@ def write_atomic(path, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, _new_file_mode())  # mkstemp makes the file private (0600); give it the usual permissions
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _new_file_mode() -> int:
+    """The permissions ``open(path, "w")`` gives a new file: 0666 less the process umask."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
 
 
 # --- decoding -----------------------------------------------------------------------------------------------

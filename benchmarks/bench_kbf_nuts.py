@@ -4,9 +4,9 @@ Grid-search filter (kbr.tune_kbf) vs the Bayesian-averaged filter from kbf_hyper
 divergences, test MSE ratio and 90% predictive-band coverage.
 
 The pseudo-likelihood's filters are low rank on --landmarks Nystrom landmarks (p_x for the observations, p_z for
-the latents: O(T p_x^2 + T p_z) per filter step instead of O(T^3); 0 = the exact filter); predictive filtering refits the filter on all T. NUTS adapts a dense
-mass matrix (five correlated hyperparameters) with trees of depth at most --depth and runs the chains one after the
-other (--chain-method parallel gives each chain its own device via numpyro.set_host_device_count; on the 2-core
+the latents: O(T p_x^2 + T p_z) per filter step instead of O(T^3); 0 = the exact filter); predictive filtering
+refits the filter on all T. NUTS adapts a dense mass matrix (five correlated hyperparameters) with trees of depth
+at most --depth and runs the chains one after the other (--chain-method parallel gives each chain its own device via numpyro.set_host_device_count; on the 2-core
 CPU of the recorded runs that was slower, since one JAX process already keeps both cores busy).
 --compress m instead builds them on m ACKIP-compressed fit transitions (models.compress_split; O(m^3) per
 gradient, no landmarks): issue 7, acceptance 2 compares it with the full training set.
@@ -90,7 +90,7 @@ def main():
     if args.chain_method == "parallel":
         numpyro.set_host_device_count(args.chains)  # one CPU device per chain; before JAX's first computation
     bk.enable_x64()
-    landmarks = None if args.landmarks == [0] else tuple(args.landmarks) if len(args.landmarks) > 1 else args.landmarks[0]
+    landmarks = tuple(args.landmarks) if len(args.landmarks) > 1 else (args.landmarks[0] or None)
     run(T=args.T, n_val=args.n_val, landmarks=landmarks, compress=args.compress,
         compress_steps=args.compress_steps, chains=args.chains, warmup=args.warmup, samples=args.samples,
         depth=args.depth, chain_method=args.chain_method, seed=args.seed, log=lambda line: print(line, flush=True))

@@ -32,8 +32,9 @@ HYPER_PRIORS = {
 
 class FilterSplit(NamedTuple):
     """Fit pairs (steps 1..T-V), validation pairs (the last V steps), the fit medians (constants), optional
-    landmarks (p, d_x) and (p, d_z) for a low-rank (Nystrom) filter, and optional transition sources Z_prev (m, d_z)
-    when the fit pairs are m compressed transitions Z_prev[j] -> (Z_fit[j], X_fit[j]) (:func:`compress_split`)."""
+    ``landmarks`` (p_x, d_x) and ``landmarks_z`` (p_z, d_z) for a low-rank (Nystrom) filter, and optional transition
+    sources Z_prev (m, d_z) when the fit pairs are m compressed transitions Z_prev[j] -> (Z_fit[j], X_fit[j])
+    (:func:`compress_split`)."""
 
     X_fit: jax.Array
     Z_fit: jax.Array

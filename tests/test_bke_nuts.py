@@ -85,8 +85,8 @@ def test_dense_mass_adapts_to_a_correlated_posterior_on_both_backends():
     for backend in ("numpyro", "blackjax"):
         steps = {}
         for dense in (False, True):
-            run = run_nuts(model, key=jax.random.key(2), backend=backend, num_chains=2, num_warmup=250,
-                           num_samples=250, progress_bar=False, dense_mass=dense, min_ess=1, rhat_max=np.inf)
+            run = run_nuts(model, key=jax.random.key(2), backend=backend, num_chains=2, num_warmup=200,
+                           num_samples=200, progress_bar=False, dense_mass=dense, min_ess=1, rhat_max=np.inf)
             steps[dense] = run.sample_stats["n_steps"].mean()
             if dense:
                 x = run.samples["x"].reshape(-1, 2)

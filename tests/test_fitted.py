@@ -135,6 +135,9 @@ def test_saves_are_atomic_and_values_that_are_not_data_are_refused(fitted_object
     with pytest.raises(TypeError, match="cannot save a value of type object"):
         broken.save(path)
     assert path.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["f.npz"]
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"")  # a file made the ordinary way: the atomic save gets the same permissions
+    assert path.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
 
 
 def test_loading_float64_files_needs_x64(fitted_objects, tmp_path):

@@ -16,8 +16,8 @@ from .features import (
     select_landmarks,
     train_features,
 )
-from .filter import (ETA_GRID, LAMBDA_GRIDS, LOO_MAX_T, FilterState, KernelBayesFilter, TuneResult, filter_mse, load_filter,
-                     tune_feature_filter, tune_kbf)
+from .filter import (ETA_GRID, LAMBDA_GRIDS, LOO_MAX_T, FilterState, KernelBayesFilter, TuneResult, filter_mse,
+                     load_filter, tune_feature_filter, tune_kbf)
 from .lowrank import EXACT_MAX_T, MAX_AUTO_RANK, TRACE_ERROR_SHARE, Factored, filter_landmarks
 from .networks import IMAGE_HIDDEN, ImageFeatures, init_image_mlp, train_image_features
 from .loo import kulsif_loo_score, kulsif_loo_score_atoms_are_data, select_eta_loo, successor_priors

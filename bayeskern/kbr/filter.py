@@ -19,8 +19,8 @@ from .lowrank import Factored, factored_kulsif, factored_transition, filter_land
 from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
-__all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID", "LAMBDA_GRIDS",
-           "LOO_MAX_T", "filter_mse"]
+__all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID",
+           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse"]
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
