@@ -9,7 +9,7 @@ import numpy as np
 
 from bayeskern._validation import as_points, check_same_length
 from bayeskern.kbr.filter import KernelBayesFilter, TuneResult
-from bayeskern.kbr.lowrank import filter_landmarks
+from bayeskern.kbr.lowrank import filter_landmarks, landmark_ridges
 from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
 
@@ -96,13 +96,10 @@ def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str
 
 def _shared_landmarks(theta, X, Z, med_x, med_z, method, rank):
     """Landmarks for every draw's filter (None: exact), chosen at the smallest sampled bandwidths and ridges."""
-    lam = float(jnp.min(jnp.exp(theta["log_lam"])))
-    eta = float(jnp.min(jnp.exp(theta["log_eta"])))
-    if "log_lam_prime" in theta:
-        eta = min(eta, float(jnp.min(jnp.exp(theta["log_lam_prime"]))))
-    kernel_x = RBF(float(jnp.min(jnp.exp(theta["log_cx"]))) * med_x)
-    kernel_z = RBF(float(jnp.min(jnp.exp(theta["log_cz"]))) * med_z)
-    return filter_landmarks(kernel_x, kernel_z, X, Z, rank, lam if method == "iw" else np.sqrt(lam), eta)
+    smallest = {k: float(jnp.min(jnp.exp(v))) for k, v in theta.items()}
+    ridges = landmark_ridges(method, smallest["log_lam"], smallest["log_eta"],
+                             smallest.get("log_lam_prime", smallest["log_eta"]))
+    return filter_landmarks(RBF(smallest["log_cx"] * med_x), RBF(smallest["log_cz"] * med_z), X, Z, rank, *ridges)
 
 
 @partial(jax.jit, static_argnames=("method", "smooth_truncation"))

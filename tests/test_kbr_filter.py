@@ -142,6 +142,10 @@ def test_low_rank_maps_are_the_exact_formulas_on_the_nystrom_gram_matrices(rng):
     np.testing.assert_allclose(kbf.transition.dense(), np.vstack([np.zeros(T), rows]), atol=1e-9)
     psi = kbr.nystrom_features(RBF(0.8), landmarks[0])
     np.testing.assert_allclose(kbf.features, psi(X), atol=1e-12)
+    half = kbr.KernelBayesFilter.build(X, Z, 0.8, 0.9, 1e-3, eta, lam_prime, landmarks=(None, landmarks[1]))
+    assert half.rank == (None, 8) and half.G_X.shape == (T, T)  # exact observation side, low-rank latent maps
+    np.testing.assert_allclose(half.K_eta.dense(), kbf.K_eta.dense(), atol=1e-12)
+    assert np.all(np.isfinite(half.filter(X[:5])))
     # explicit landmarks keep the build traceable: gradients of a filtered mean in the bandwidths are finite
     mean = lambda s: kbr.KernelBayesFilter.build(X, Z, s, 0.9, 1e-3, eta, landmarks=landmarks).filter(X[:5])[-1, 0]
     assert np.isfinite(jax.grad(mean)(0.8))

@@ -15,7 +15,7 @@ from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 from ..linalg import jittered_cholesky, spd_solve
 from .features import FeatureKernel, nystrom_features
-from .lowrank import Factored, factored_kulsif, factored_transition, filter_landmarks
+from .lowrank import Factored, factored_kulsif, factored_transition, filter_landmarks, landmark_ridges
 from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
@@ -132,9 +132,8 @@ class KernelBayesFilter:
             check_positive(value, name)
         has_features = isinstance(kernel_x, FeatureKernel)
         if landmarks is None:
-            ridge_x = lam if method == "iw" else jnp.sqrt(lam)  # the original KBR squares its system
-            landmarks = filter_landmarks(None if has_features else kernel_x, RBF(sigma_z), X, Z, rank, ridge_x,
-                                         jnp.minimum(eta, lam_prime))
+            landmarks = filter_landmarks(None if has_features else kernel_x, RBF(sigma_z), X, Z, rank,
+                                         *landmark_ridges(method, lam, eta, lam_prime))
         landmarks_z = None
         if landmarks is not None:
             landmarks_x, landmarks_z = landmarks
@@ -187,11 +186,12 @@ class KernelBayesFilter:
                          method=method, rank=rank)
 
     @property
-    def rank(self) -> tuple[int, int] | None:
-        """(p_x, p_z): observation features and latent landmarks of a low-rank filter; None when exact."""
+    def rank(self) -> tuple[int | None, int | None] | None:
+        """(p_x, p_z): observation features and latent landmarks (None for a side that is exact); None when the
+        latent maps are exact."""
         if not isinstance(self.K_eta, Factored):
             return None
-        return int(self.features.shape[1]), int(self.K_eta.right.shape[1])
+        return (None if self.features is None else int(self.features.shape[1])), int(self.K_eta.right.shape[1])
 
     def observation_gram(self, X_test):
         """k_X(x_i, x~_t): (T, T~)."""

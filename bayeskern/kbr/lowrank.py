@@ -16,8 +16,9 @@ from .._validation import is_concrete
 from ..fitted import saveable
 from ..kernels.base import Kernel
 from ..linalg import pivoted_cholesky, spd_solve
+from .features import select_landmarks
 
-__all__ = ["Factored", "EXACT_MAX_T", "MAX_AUTO_RANK", "TRACE_ERROR_SHARE", "filter_landmarks"]
+__all__ = ["Factored", "EXACT_MAX_T", "MAX_AUTO_RANK", "TRACE_ERROR_SHARE", "filter_landmarks", "landmark_ridges"]
 
 EXACT_MAX_T = 500
 """``rank="auto"`` keeps the exact filter up to this many training steps and goes low rank above it."""
@@ -63,15 +64,20 @@ def filter_landmarks(kernel_x: Kernel | None, kernel_z: Kernel, X, Z, rank, ridg
                              "pass landmarks= (e.g. from kbr.filter_landmarks) or rank=None")
 
     def pivots(kernel, points, ridge):
-        if rank == "auto":
-            tol = TRACE_ERROR_SHARE * float(ridge)
-            chol = pivoted_cholesky(kernel, points, tol=tol, max_rank=min(T, MAX_AUTO_RANK))
-        else:
-            chol = pivoted_cholesky(kernel, points, tol=0.0, max_rank=min(T, int(rank)))
+        if rank != "auto":
+            return select_landmarks(kernel, points, min(T, int(rank)))
+        chol = pivoted_cholesky(kernel, points, tol=TRACE_ERROR_SHARE * float(ridge), max_rank=min(T, MAX_AUTO_RANK))
         return points[chol.pivots]
 
     landmarks_x = None if kernel_x is None else pivots(kernel_x, X, ridge_x)
     return landmarks_x, pivots(kernel_z, Z, ridge_z)
+
+
+def landmark_ridges(method: str, lam, eta, lam_prime):
+    """(ridge_x, ridge_z): the identity coefficients (per training step) that the Nystrom errors of k_X and k_Z meet
+    in the filter's systems: lam for the IW update, sqrt(lam) for the original KBR (whose system is squared), and
+    the smaller of eta and lam' on the latent side."""
+    return (lam if method == "iw" else jnp.sqrt(lam)), jnp.minimum(eta, lam_prime)
 
 
 def factored_kulsif(Phi, eta):
