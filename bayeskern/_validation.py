@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .sharding import RowShards
+
 __all__ = [
     "is_concrete",
     "as_points",
@@ -31,12 +33,24 @@ def is_concrete(x) -> bool:
 
 def check_finite(x, name: str):
     """Raise ``ValueError`` if a concrete ``x`` holds NaN or inf."""
-    if is_concrete(x):
+    if not is_concrete(x):
+        return x
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:  # rows spread over processes: count on devices
+        with jax.ensure_compile_time_eval():  # also when called while a model is being traced
+            bad = int(_count_nonfinite(x)) if jnp.issubdtype(x.dtype, jnp.inexact) else 0
+        if bad:
+            raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
+    else:
         arr = np.asarray(x)
         if arr.dtype.kind in "fc" and not np.all(np.isfinite(arr)):
             bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
             raise ValueError(f"{name} contains {bad} non-finite value(s) (NaN or inf)")
     return x
+
+
+@jax.jit
+def _count_nonfinite(x):
+    return jnp.sum(~jnp.isfinite(x))
 
 
 def check_positive(x, name: str):
@@ -101,8 +115,10 @@ def as_labels(y, name: str = "y"):
 
 
 def num_points(X) -> int:
-    """Leading dimension shared by all leaves of a data pytree (e.g. a pair ``(X, Y)``)."""
-    sizes = {leaf.shape[0] for leaf in jax.tree.leaves(X)}
+    """Leading dimension shared by all leaves of a data pytree (e.g. a pair ``(X, Y)``); a
+    :class:`~bayeskern.sharding.RowShards` counts its real rows."""
+    sizes = {leaf.num_rows if isinstance(leaf, RowShards) else leaf.shape[0]
+             for leaf in jax.tree.leaves(X, is_leaf=lambda a: isinstance(a, RowShards))}
     if len(sizes) != 1:
         raise ValueError(f"the parts of a paired input must have equal lengths, got {sorted(sizes)}")
     return sizes.pop()

@@ -9,9 +9,11 @@ from jax import lax
 from jax.scipy.special import gammaincc
 
 from ._kernel_choice import choose_kernel
-from ._validation import as_points, check_min_points, check_same_length
+from ._validation import as_points, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
-from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, block_row_reduce
+from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, diagonal_values, pair_sum,
+                                prepare_rows, row_sums)
+from .sharding import RowShards, check_same_layout, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
@@ -20,9 +22,11 @@ _METHODS = ("permutation", "gamma")
 
 
 def _prepare(X, Y, kx, ky, minimum):
-    X = kx.prepare(X, "X")
-    Y = ky.prepare(Y, "Y")
+    X = prepare_rows(kx, X, "X")
+    Y = prepare_rows(ky, Y, "Y")
     check_same_length(X, Y, "X and Y")
+    if isinstance(X, RowShards) or isinstance(Y, RowShards):
+        check_same_layout(X, Y, "X and Y")
     check_min_points(X, minimum, "X")
     return X, Y
 
@@ -34,13 +38,12 @@ def _default_kernels(X, Y, kx, ky, key):
 
 
 def _moments(kx, ky, X, Y, block_size):
-    """Row sums of K and L, their diagonals, and sum(K * L) in one matrix-free pass."""
-    n = X.shape[0]
-    ones = jnp.ones((n, 1))
-    rK = blocked_matvec(kx, X, X, ones, block_size)[:, 0]
-    rL = blocked_matvec(ky, Y, Y, ones, block_size)[:, 0]
-    sKL = jnp.sum(blocked_matvec(TensorProduct(kx, ky), (X, Y), (X, Y), ones, block_size))
-    return rK, rL, kx.evaluate_paired(X, X), ky.evaluate_paired(Y, Y), sKL
+    """Row sums of K and L, their diagonals, and sum(K * L) in one matrix-free pass (zero on padded rows of
+    RowShards inputs)."""
+    XY = X.with_values((X.values, Y.values)) if isinstance(X, RowShards) else (X, Y)
+    sKL = pair_sum(TensorProduct(kx, ky), XY, XY, block_size)
+    return (row_sums(kx, X, X, block_size), row_sums(ky, Y, Y, block_size), diagonal_values(kx, X),
+            diagonal_values(ky, Y), sKL)
 
 
 def _biased_from(sKL, rK, rL, n):
@@ -50,12 +53,12 @@ def _biased_from(sKL, rK, rL, n):
 @partial(jax.jit, static_argnames=("block_size",))
 def _hsic_b(kx, ky, X, Y, block_size):
     rK, rL, _, _, sKL = _moments(kx, ky, X, Y, block_size)
-    return _biased_from(sKL, rK, rL, X.shape[0])
+    return _biased_from(sKL, rK, rL, num_points(X))
 
 
 @partial(jax.jit, static_argnames=("block_size",))
 def _hsic_u(kx, ky, X, Y, block_size):
-    n = X.shape[0]
+    n = num_points(X)
     rK, rL, dK, dL, sKL = _moments(kx, ky, X, Y, block_size)
     rKt, rLt = rK - dK, rL - dL
     trace = sKL - jnp.dot(dK, dL)
@@ -80,7 +83,8 @@ def hsic_unbiased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLO
     O(block_size n) memory.
 
     Args:
-        X: (n, d_x) array (or (n,) labels with an Indicator kernel); row i is paired with Y[i].
+        X: (n, d_x) array (or (n,) labels with an Indicator kernel); row i is paired with Y[i]. Or a
+            :class:`~bayeskern.sharding.RowShards` (rows over processes), Y then one of the same layout.
         Y: (n, d_y) array.
         kx: kernel on X.
         ky: kernel on Y.
@@ -194,6 +198,7 @@ def hsic_test(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    reject_row_shards("hsic_test", X=X, Y=Y)
     kx, ky = _default_kernels(X, Y, kx, ky, key)
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]

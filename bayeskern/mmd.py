@@ -10,7 +10,8 @@ from jax.scipy.special import ndtr
 from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_min_points, check_same_dim, num_points
 from .kernels.base import Kernel
-from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec
+from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, diagonal_sum, pair_sum, prepare_pair
+from .sharding import reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd_test"]
@@ -19,15 +20,14 @@ _ESTIMATORS = ("unbiased", "biased", "linear")
 
 
 def _prepare_samples(X, Y, kernel, minimum):
-    X, Y = kernel.prepare_pair(X, Y)
+    X, Y = prepare_pair(kernel, X, Y)
     check_min_points(X, minimum, "X")
     check_min_points(Y, minimum, "Y")
     return X, Y
 
 
 def _sum_and_trace(kernel, X, block_size):
-    ones = jnp.ones((num_points(X), 1))
-    return jnp.sum(blocked_matvec(kernel, X, X, ones, block_size)), jnp.sum(kernel.evaluate_paired(X, X))
+    return pair_sum(kernel, X, X, block_size), diagonal_sum(kernel, X)
 
 
 @partial(jax.jit, static_argnames=("unbiased", "block_size"))
@@ -35,7 +35,7 @@ def _mmd2_quadratic(kernel, X, Y, unbiased, block_size):
     n, m = num_points(X), num_points(Y)
     sxx, txx = _sum_and_trace(kernel, X, block_size)
     syy, tyy = _sum_and_trace(kernel, Y, block_size)
-    sxy = jnp.sum(blocked_matvec(kernel, X, Y, jnp.ones((m, 1)), block_size))
+    sxy = pair_sum(kernel, X, Y, block_size)
     if unbiased:
         return (sxx - txx) / (n * (n - 1)) + (syy - tyy) / (m * (m - 1)) - 2.0 * sxy / (n * m)
     return sxx / n**2 + syy / m**2 - 2.0 * sxy / (n * m)
@@ -48,8 +48,9 @@ def mmd2_unbiased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE)
     kernel evaluations in row blocks, O(block_size (n + m)) memory.
 
     Args:
-        X: (n, d) float array, the sample of P.
-        Y: (m, d) float array, the sample of Q.
+        X: (n, d) float array, the sample of P; or a :class:`~bayeskern.sharding.RowShards` (rows spread over
+            devices and processes: the shards meet in a ring, each device holding two at a time).
+        Y: (m, d) float array, the sample of Q; or a RowShards.
         kernel: the kernel, e.g. ``RBF(median_heuristic(X, Y))``.
         block_size: rows per block.
 
@@ -98,6 +99,7 @@ def mmd2_linear(X, Y, kernel: Kernel):
     Raises:
         ValueError: for non-finite inputs, samples of different dimension, or fewer than 2 points.
     """
+    reject_row_shards("mmd2_linear", X=X, Y=Y)
     X, Y = _prepare_samples(X, Y, kernel, 2)
     return jnp.mean(_linear_h(kernel, X, Y))
 
@@ -218,6 +220,7 @@ def mmd_test(
     """
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
+    reject_row_shards("mmd_test", X=X, Y=Y)
     kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
     X, Y = _prepare_samples(X, Y, kernel, 2)
     check_same_dim(X, Y, "X and Y")

@@ -98,7 +98,9 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
 
     Args:
         model: a NumPyro model function, e.g. :func:`bayeskern.models.bke_model`.
-        *model_args: positional arguments of the model (data).
+        *model_args: positional arguments of the model (data). A :class:`~bayeskern.sharding.RowShards` (rows
+            spread over processes) works with the NumPyro backend: every process runs this call with the same key,
+            the sampler is compiled with the data as arguments (no progress bar) and all get the same draws.
         key: PRNG key.
         backend: ``"numpyro"`` or ``"blackjax"``.
         num_chains: number of chains (>= 1).
@@ -160,6 +162,9 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     else:   # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
         init = init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
     start = time.perf_counter()
+    if backend == "blackjax" and any(_spans_processes(leaf) for leaf in jax.tree.leaves((model_args, model_kwargs))):
+        raise ValueError("backend='blackjax' needs the data on one process; with rows spread over processes "
+                         "(RowShards) use backend='numpyro'")
     if backend == "numpyro":
         samples, stats = _run_numpyro(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
                                       target_accept, max_tree_depth, progress_bar, chain_method, dense_mass)
@@ -182,7 +187,7 @@ def _constant_data(model, args, kwargs) -> dict:
     for name, value in bound.items():
         parts = value._asdict().items() if hasattr(value, "_asdict") else [("", value)]
         for field, part in parts:
-            if isinstance(part, (np.ndarray, jax.Array)) and np.ndim(part) >= 1:
+            if isinstance(part, (np.ndarray, jax.Array)) and np.ndim(part) >= 1 and not _spans_processes(part):
                 out[f"{name}_{field}" if field else name] = np.asarray(part)
     return out
 
@@ -216,17 +221,34 @@ def _observations(model, args, kwargs, samples, key):
 
 def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
                  chain_method, dense_mass):
-    kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth,
-                  dense_mass=dense_mass)
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
-                progress_bar=progress_bar)
-    mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob", "potential_energy", "energy",
-                                        "adapt_state.step_size"), **kwargs)
-    extra = mcmc.get_extra_fields(group_by_chain=True)
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    spread = [i for i, leaf in enumerate(leaves) if _spans_processes(leaf)]
+
+    def sample(key, spread_leaves):
+        full = list(leaves)
+        for i, leaf in zip(spread, spread_leaves):
+            full[i] = leaf
+        args, kwargs = jax.tree.unflatten(tree, full)
+        kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth,
+                      dense_mass=dense_mass)
+        mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
+                    progress_bar=progress_bar and not spread)
+        mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob", "potential_energy", "energy",
+                                            "adapt_state.step_size"), **kwargs)
+        return mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)
+
+    # data spread over processes cannot be closed over by the sampler's compiled loops: pass it in as arguments
+    run = jax.jit(sample) if spread else sample
+    samples, extra = run(key, [leaves[i] for i in spread])
     stats = {"lp": -extra["potential_energy"], "energy": extra["energy"], "tree_depth": _tree_depth(extra["num_steps"]),
              "n_steps": extra["num_steps"], "step_size": extra["adapt_state.step_size"],
              "diverging": extra["diverging"], "acceptance_rate": extra["accept_prob"]}
-    return mcmc.get_samples(group_by_chain=True), stats
+    return samples, stats
+
+
+def _spans_processes(leaf) -> bool:
+    """A global array with rows on other processes' devices (e.g. the values of a RowShards)."""
+    return isinstance(leaf, jax.Array) and not leaf.is_fully_addressable
 
 
 def _tree_depth(num_steps):

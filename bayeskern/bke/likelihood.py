@@ -10,7 +10,8 @@ from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, is_concrete
+from .._validation import as_points, check_positive, is_concrete, num_points
+from ..sharding import RowShards, any_process, local_rows, shard_map_rows
 from ..kernels.base import Kernel
 from ..kernels.stationary import RBF, RBFFull, se_scale_tril
 from ..linalg import CholeskyError, jittered_cholesky, logdet_from_cholesky, whiten
@@ -218,17 +219,23 @@ def _row_keys(A):
 
 
 def check_inducing_points(X, Z):
-    """Validate inducing points Z (m, D) against the likelihood points X (n, D): m >= D, distinct, not in X."""
-    X, Z = as_points(X, "X"), as_points(Z, "Z")
-    if Z.shape[1] != X.shape[1]:
-        raise ValueError(f"Z has dimension {Z.shape[1]} but X has dimension {X.shape[1]}")
+    """Validate inducing points Z (m, D) against the likelihood points X (n, D): m >= D, distinct, not in X.
+
+    X may be a :class:`~bayeskern.sharding.RowShards`: each process checks its own rows against Z."""
+    sharded = isinstance(X, RowShards)
+    X = X.with_values(as_points(X.values, "X")) if sharded else as_points(X, "X")
+    Z = as_points(Z, "Z")
+    dim = X.values.shape[1] if sharded else X.shape[1]
+    if Z.shape[1] != dim:
+        raise ValueError(f"Z has dimension {Z.shape[1]} but X has dimension {dim}")
     if Z.shape[0] < Z.shape[1]:
         raise ValueError(f"need m >= D inducing points for the log-volume term, got m = {Z.shape[0]} < D = {Z.shape[1]}")
     if is_concrete((X, Z)):
-        Zn, Xn = _row_keys(Z), _row_keys(X)
+        Zn = _row_keys(Z)
         if len(np.unique(Zn)) < len(Zn):
             raise ValueError("Z contains duplicated inducing points; they must be distinct (general position)")
-        if np.isin(Xn, Zn).any():
+        shared = np.isin(_row_keys(local_rows(X) if sharded else X), Zn).any()
+        if any_process(shared) if sharded else shared:
             raise ValueError("some inducing points Z are also points of X: hold them out of the likelihood")
     return X, Z
 
@@ -251,7 +258,8 @@ def log_pseudolikelihood(
     pass, so gradients and Hessians are cheap. Traceable in (kernel, tau2).
 
     Args:
-        X: (n, D) points entering the likelihood.
+        X: (n, D) points entering the likelihood; or a :class:`~bayeskern.sharding.RowShards` (rows spread over
+            devices and processes: each streams its own rows, and the sufficient statistics are merged).
         Z: (m, D) inducing points, m >= D, distinct and none of them in X.
         kernel: the embedding kernel k_theta.
         tau2: noise variance tau^2 > 0.
@@ -275,6 +283,8 @@ def log_pseudolikelihood(
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
     X, Z = check_inducing_points(X, Z)
+    if isinstance(X, RowShards) and convention == "stan_as_printed":
+        raise ValueError("convention='stan_as_printed' forms K_zx whole: pass X on one process, not a RowShards")
     check_positive(tau2, "tau2")
     if prior_cov is None:
         if not isinstance(kernel, (RBF, RBFFull)):
@@ -305,11 +315,15 @@ def _streamed_statistics_jvp(volume, volume_convention, with_volume, primals, ta
     kernel, X, Z = primals
     t_kernel, t_X, t_Z = tangents
     stream = partial(_stream, volume=volume, volume_convention=volume_convention, with_volume=with_volume)
-    if not (isinstance(t_X, SymbolicZero) and isinstance(t_Z, SymbolicZero)):  # the data move too: plain JVP
-        dense = [jnp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t for t in (t_X, t_Z)]
-        t_kernel = jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype) if isinstance(t, SymbolicZero) else t,
-                                t_kernel, is_leaf=lambda t: isinstance(t, SymbolicZero))
-        return jax.jvp(stream, (kernel, X, Z), (t_kernel, *dense))
+
+    def zero(t):
+        return all(isinstance(leaf, SymbolicZero) for leaf in jax.tree.leaves(t, is_leaf=_is_zero))
+
+    if not (zero(t_X) and zero(t_Z)):  # the data move too: plain JVP
+        def dense(t):
+            return jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype) if _is_zero(t) else t, t, is_leaf=_is_zero)
+
+        return jax.jvp(stream, (kernel, X, Z), (dense(t_kernel), dense(t_X), dense(t_Z)))
     theta, unravel = ravel_pytree(kernel)
     t_leaves = jax.tree.leaves(t_kernel, is_leaf=lambda t: isinstance(t, SymbolicZero))
     t_theta = jnp.concatenate([jnp.zeros(t.shape, t.dtype).ravel() if isinstance(t, SymbolicZero) else jnp.ravel(t)
@@ -322,12 +336,35 @@ def _streamed_statistics_jvp(volume, volume_convention, with_volume, primals, ta
 _streamed_statistics.defjvp(_streamed_statistics_jvp, symbolic_zeros=True)
 
 
+def _is_zero(t):
+    return isinstance(t, SymbolicZero)
+
+
 def _stream(kernel, X, Z, volume, volume_convention, with_volume):
+    """(mu, e2, sum log gamma) over the real rows of X (plain or RowShards): chunk statistics merged by Chan's
+    formula; a RowShards streams each shard on its device and merges the chunks of all shards."""
+    if isinstance(X, RowShards):
+        def local(x, keep, k, z):
+            return _chunk_statistics(k, x, keep, z, volume, volume_convention, with_volume)
+
+        chunks = shard_map_rows(local, 2, X.mesh, True)(X.values, X.mask, kernel, Z)
+    else:
+        chunks = _chunk_statistics(kernel, X, jnp.ones(X.shape[0], bool), Z, volume, volume_convention, with_volume)
+    counts, means, m2s, lvs = chunks
+    n = num_points(X)
+    mu = (counts @ means) / n
+    e2 = jnp.sum(m2s) + jnp.sum(counts * jnp.sum((means - mu) ** 2, axis=1))
+    return mu, e2, jnp.sum(lvs)
+
+
+def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume):
+    """Per chunk of rows of X (where ``keep``): counts, feature means (chunks, m), centred sums of squares and
+    log-volume sums."""
     n, dim = X.shape
     size = max(1, min(n, _CHUNK_ENTRIES // Z.shape[0]))
     chunks = -(-n // size)
     padded = jnp.concatenate([X, jnp.broadcast_to(X[:1], (chunks * size - n, dim))])
-    valid = (jnp.arange(chunks * size) < n).reshape(chunks, size)
+    valid = jnp.concatenate([keep, jnp.zeros(chunks * size - n, bool)]).reshape(chunks, size)
 
     @jax.checkpoint  # matters only when X or Z are differentiated (reverse mode through the plain pass)
     def chunk(args):
@@ -339,10 +376,7 @@ def _stream(kernel, X, Z, volume, volume_convention, with_volume):
         m2 = jnp.sum(w[:, None] * (K - mean) ** 2)
         return count, mean, m2, jnp.sum(jnp.where(keep, lv, 0.0))
 
-    counts, means, m2s, lvs = jax.lax.map(chunk, (padded.reshape(chunks, size, dim), valid))
-    mu = (counts @ means) / n
-    e2 = jnp.sum(m2s) + jnp.sum(counts * jnp.sum((means - mu) ** 2, axis=1))
-    return mu, e2, jnp.sum(lvs)
+    return jax.lax.map(chunk, (padded.reshape(chunks, size, dim), valid))
 
 
 @partial(jax.jit, static_argnames=("volume", "convention", "with_volume"))
@@ -354,4 +388,4 @@ def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, wit
         lv = jnp.sum(_log_volume_points(X, Z, kernel, volume, volume_convention)) if with_volume else 0.0
         return gaussian + lv
     mu, e2, lv = _streamed_statistics(kernel, X, Z, volume, volume_convention, with_volume)
-    return _kron_loglik_from_stats(mu, e2, X.shape[0], Rzz, tau2) + lv
+    return _kron_loglik_from_stats(mu, e2, num_points(X), Rzz, tau2) + lv

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .._config import require_x64
 from ..kernels.stationary import RBF
+from ..sharding import RowShards
 from .convolved import ConvolvedSE
 from .likelihood import _CONVENTIONS, _log_pseudolikelihood, check_inducing_points
 
@@ -18,7 +19,8 @@ __all__ = ["SEPseudolikelihood"]
 class SEPseudolikelihood:
     """L(theta, tau2) of eq. (15) on fixed data with an SE kernel k_theta = RBF(lengthscale).
 
-    X: (n, D) points entering the likelihood; Z: (m, D) held-out inducing points (none of them in X).
+    X: (n, D) points entering the likelihood (or a :class:`~bayeskern.sharding.RowShards`: rows spread over
+    processes); Z: (m, D) held-out inducing points (none of them in X).
     Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure,
     jit/grad/vmap-able and returns -inf where R_zz + tau2/n I cannot be factorised, so
     optimisers and NUTS reject the point instead of seeing NaN. ``volume=None`` drops the
@@ -46,6 +48,8 @@ class SEPseudolikelihood:
         if volume not in ("closed", "autodiff", None):
             raise ValueError(f"volume must be 'closed', 'autodiff' or None, got {volume!r}")
         X, Z = check_inducing_points(X, Z)
+        if isinstance(X, RowShards) and convention == "stan_as_printed":
+            raise ValueError("convention='stan_as_printed' forms K_zx whole: pass X on one process, not a RowShards")
         ConvolvedSE(RBF(1.0), nu=nu, eta=eta, center=center, r_scale=r_scale or "exact")  # validates the options
         return cls(X, Z, convention, volume, nu, eta, center, r_scale)
 

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import num_points
 from ..conditional import ConditionalExpectation, outcome_values, weighted_expectation
 from ..fitted import fitted, static
 from ..kernels.base import Kernel
@@ -83,7 +84,7 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     if bases is None:
         bases = jdl_bases(X, Y, kernel_x, kernel_y, tol=tol, max_rank=max_rank)
     bx, by = bases.basis_x, bases.basis_y
-    n = bx.A.shape[0]
+    n = num_points(bases.X)
     w = np.asarray(bx.eigenvalues) + n * lam
     G = np.asarray(by.A.T @ bx.A)
     F = G / w

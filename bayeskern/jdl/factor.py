@@ -9,6 +9,7 @@ import numpy as np
 from ..fitted import saveable
 from ..kernels.base import Kernel
 from ..linalg import PivotedCholesky
+from ..sharding import RowShards
 
 __all__ = ["RotatedBasis", "rotate"]
 
@@ -41,6 +42,6 @@ def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     V = V * np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])])
     V = jnp.asarray(V)
     pivots = np.asarray(factor.pivots)
-    X = jnp.asarray(X)
+    X = jnp.asarray(X.values if isinstance(X, RowShards) else X)  # pivots index the padded rows of a RowShards
     X = X[:, None] if X.ndim == 1 else X
-    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), jnp.asarray(X)[pivots], jnp.asarray(pivots))
+    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), X[pivots], jnp.asarray(pivots))

@@ -6,11 +6,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, check_same_length
+from .._validation import as_points, check_same_length, num_points
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
 from ..linalg import pivoted_cholesky
+from ..sharding import RowShards, check_same_layout
 from .factor import RotatedBasis, rotate
 from .model import JointDistributionModel
 from .positivity import solve_grid_positive
@@ -41,8 +42,9 @@ def jdl_bases(X, Y, kernel_x: Kernel, kernel_y: Kernel, *, tol: float = 1e-3, ma
     most of the cost of a fit (m kernel columns and O(n m^2) flops per side, memory O(n m)).
 
     Args:
-        X: (n, d_X) float array.
-        Y: (n, d_Y) float array, row i paired with X[i].
+        X: (n, d_X) float array; or a :class:`~bayeskern.sharding.RowShards` (rows spread over processes: the
+            factors ``A`` stay split by rows, zero on padded rows; everything m-sized is replicated).
+        Y: (n, d_Y) float array, row i paired with X[i]; a RowShards of the same layout when X is one.
         kernel_x: kernel on X.
         kernel_y: kernel on Y.
         tol: relative trace error of the factors, in (0, 1): the ranks stop growing once the residual trace is at
@@ -57,10 +59,13 @@ def jdl_bases(X, Y, kernel_x: Kernel, kernel_y: Kernel, *, tol: float = 1e-3, ma
         RuntimeError: when float64 is off.
     """
     require_x64("jdl_bases")
-    X, Y = as_points(X, "X"), as_points(Y, "Y")
+    X, Y = (Z.with_values(as_points(Z.values, name)) if isinstance(Z, RowShards) else as_points(Z, name)
+            for Z, name in ((X, "X"), (Y, "Y")))
     check_same_length(X, Y, "X and Y")
-    if X.shape[0] < 2:
-        raise ValueError(f"JDL needs at least 2 sample points, got {X.shape[0]}")
+    if isinstance(X, RowShards) or isinstance(Y, RowShards):
+        check_same_layout(X, Y, "X and Y")
+    if num_points(X) < 2:
+        raise ValueError(f"JDL needs at least 2 sample points, got {num_points(X)}")
     if not 0 < tol < 1:
         raise ValueError(f"tol must lie in (0, 1), got {tol}")
     bases = [rotate(pivoted_cholesky(k, Z, tol=tol, max_rank=max_rank), Z) for k, Z in ((kernel_x, X), (kernel_y, Y))]
@@ -116,7 +121,10 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
         raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
     if bases is None:
         bases = jdl_bases(X, Y, kernel_x, kernel_y, tol=tol, max_rank=max_rank)
-    problem = jdl_problem(bases.basis_x, bases.basis_y, lam)
+    sharded = isinstance(bases.X, RowShards)
+    if sharded and constraint == "grid":
+        raise ValueError("constraint='grid' scans the training grid on one process: not available for RowShards")
+    problem = jdl_problem(bases.basis_x, bases.basis_y, lam, n=num_points(bases.X))
     if constraint == "unconstrained":
         solution = solve_unconstrained(problem)
     elif constraint == "normalised":
@@ -124,7 +132,8 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     elif constraint == "grid":
         solution = solve_grid_positive(problem, bases.basis_x, bases.basis_y, margin=margin)
     elif constraint == "data_box":
-        solution = solve_positive(problem, *box_bounds(bases.basis_x, bases.basis_y))
+        solution = solve_positive(problem, *box_bounds(bases.basis_x, bases.basis_y,
+                                                       mask=bases.X.mask if sharded else None))
     else:
         kappa = [_diagonal_bound(k, Z, name) for k, Z, name in
                  ((bases.kernel_x, bases.X, "kernel_x"), (bases.kernel_y, bases.Y, "kernel_y"))]
@@ -136,7 +145,7 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
 
 def _diagonal_bound(kernel: Kernel, Z, name: str) -> float:
     """sup_u k(u, u) for a kernel whose diagonal is constant (stationary kernels and their scalings)."""
-    diag = kernel.diag(Z[:256])
+    diag = kernel.diag((Z.values if isinstance(Z, RowShards) else Z)[:256])  # padded rows repeat real ones
     if not bool(jnp.allclose(diag, diag[0], rtol=1e-12, atol=0.0)):
         raise ValueError(f"constraint='kernel_bound' needs a kernel with constant diagonal k(u, u); {name} varies")
     return float(diag[0])

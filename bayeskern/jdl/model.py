@@ -4,8 +4,10 @@ import jax
 import jax.numpy as jnp
 
 from ..conditional import ConditionalExpectation, outcome_values, self_normalised_expectation
+from .._validation import num_points
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
+from ..sharding import RowShards
 from .factor import RotatedBasis
 from .positivity import grid_row_minima
 
@@ -35,7 +37,18 @@ class JointDistributionModel:
 
     @property
     def n(self) -> int:
-        return self.X.shape[0]
+        return num_points(self.X)
+
+    def _on_real_rows(self, values):
+        """Zero an n-sized result on the padded rows of row-sharded training data (a no-op otherwise)."""
+        if not isinstance(self.X, RowShards):
+            return values
+        return jnp.where(self.X.mask.reshape((-1,) + (1,) * (values.ndim - 1)), values, 0.0)
+
+    def _outcomes(self, f, sample, name):
+        if isinstance(sample, RowShards):
+            return self._on_real_rows(outcome_values(f, sample.values, sample.values.shape[0], self.H.dtype, name))
+        return outcome_values(f, sample, self.n, self.H.dtype, name)
 
     # --- basis functions ------------------------------------------------------
     def features_x(self, Xq):
@@ -52,19 +65,19 @@ class JointDistributionModel:
         point.
 
         f: a function of the training outcomes Y (n, d_Y) -> (n, ...), or its values (n, ...) on them; default
-        the identity (the conditional mean of Y). ``mean`` has shape (q, ...); ``mass`` is the total mass
+        the identity (the conditional mean of Y). With row-sharded training data (RowShards) pass a function. ``mean`` has shape (q, ...); ``mass`` is the total mass
         sum_j (1 + h(x, y_j)) / n (1 for an exactly normalised conditional).
         """
-        F = outcome_values(f, self.Y, self.n, self.H.dtype, "f")
+        F = self._outcomes(f, self.Y, "f")
         return self._expect(self.features_x(x_query), F, self.basis_y.A, self.H)
 
     def conditional_expectation_given_y(self, y_query, g=None) -> ConditionalExpectation:
         """E_Q[g(X) | Y = y] at query points y_query (q, d_Y): the roles of X and Y swapped."""
-        G = outcome_values(g, self.X, self.n, self.H.dtype, "g")
+        G = self._outcomes(g, self.X, "g")
         return self._expect(self.features_y(y_query), G, self.basis_x.A, self.H.T)
 
     def _expect(self, Psi, F, A_out, H):
-        flat = F.reshape(self.n, -1)
+        flat = F.reshape(F.shape[0], -1)
         # per-f precomputation O(n m k): Omega = F^T A_out H (k, m_in) and omega = H^T A_out^T 1 (m_in,)
         omega = H.T @ A_out.sum(axis=0)
         Omega = (flat.T @ A_out) @ H
@@ -75,7 +88,7 @@ class JointDistributionModel:
         """The conditional law of Y given X = x on the training outcomes: mean (q, n) holds the weights
         (1 + h(x, y_j)) / sum_j (1 + h(x, y_j)) (summing to 1; negative entries are positivity violations).
         O(q n) memory."""
-        W = (1.0 + self.features_x(x_query) @ self.H.T @ self.basis_y.A.T) / self.n
+        W = self._on_real_rows(((1.0 + self.features_x(x_query) @ self.H.T @ self.basis_y.A.T) / self.n).T).T
         return self_normalised_expectation(W, W.sum(axis=1))
 
     def density_ratio(self, Xq, Yq):
@@ -86,12 +99,12 @@ class JointDistributionModel:
     def marginal_x(self):
         """Q_X({x_i}) = (1 + (A_X H^T a)_i / n) / n: (n,) masses of the training x's (4)."""
         a = self.basis_y.A.sum(axis=0)
-        return (1.0 + self.basis_x.A @ (self.H.T @ a) / self.n) / self.n
+        return self._on_real_rows((1.0 + self.basis_x.A @ (self.H.T @ a) / self.n) / self.n)
 
     def marginal_y(self):
         """Q_Y({y_j}) = (1 + (A_Y H b)_j / n) / n: (n,) masses of the training y's (4)."""
         b = self.basis_x.A.sum(axis=0)
-        return (1.0 + self.basis_y.A @ (self.H @ b) / self.n) / self.n
+        return self._on_real_rows((1.0 + self.basis_y.A @ (self.H @ b) / self.n) / self.n)
 
     def total_mass(self):
         """Q(Z) = 1 + <S, H> / n^2 (= 1 for a normalised model)."""
@@ -100,6 +113,8 @@ class JointDistributionModel:
 
     def min_grid_weight(self, block_size: int = 1024):
         """min over the training grid of 1 + h(x_i, y_j), in row blocks: O(n^2 m_Y) time, O(n block) memory."""
+        if isinstance(self.X, RowShards):
+            raise ValueError("min_grid_weight scans the training grid on one process: not available for RowShards")
         return float(grid_row_minima(self.H, self.basis_x, self.basis_y, block_size)[0].min())
 
 

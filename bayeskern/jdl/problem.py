@@ -26,14 +26,17 @@ class JDLProblem(NamedTuple):
     n: int
 
 
-def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam) -> JDLProblem:
-    """Assemble (W, Gamma, S) from the rotated bases of the X- and Y-samples (same n): O(n m_X m_Y)."""
+def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | None = None) -> JDLProblem:
+    """Assemble (W, Gamma, S) from the rotated bases of the X- and Y-samples (same n): O(n m_X m_Y).
+
+    ``n``: the sample size, when the factors carry zero padding rows (row-sharded data); default their row count.
+    """
     A_x, A_y = basis_x.A, basis_y.A
     if A_x.shape[0] != A_y.shape[0]:
         raise ValueError(f"the X and Y bases have different sample sizes ({A_x.shape[0]} and {A_y.shape[0]})")
     if not float(lam) > 0:
         raise ValueError(f"lam must be positive (lam = 0 leaves W singular), got {lam}")
-    n = A_x.shape[0]
+    n = A_x.shape[0] if n is None else int(n)
     G = A_y.T @ A_x
     a, b = A_y.sum(axis=0), A_x.sum(axis=0)
     S = jnp.outer(a, b)
@@ -47,11 +50,14 @@ def _product_bounds(lo_y, hi_y, lo_x, hi_x):
     return ends.min(axis=0), ends.max(axis=0)
 
 
-def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis):
+def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, *, mask=None):
     """(C_lo, C_hi) of the paper's single-inequality tightening (27)-(28): bounds of A_Y[s, k] A_X[t, l]
-    over the sample, from the column extremes of A_X and A_Y."""
-    return _product_bounds(basis_y.A.min(axis=0), basis_y.A.max(axis=0), basis_x.A.min(axis=0),
-                           basis_x.A.max(axis=0))
+    over the sample, from the column extremes of A_X and A_Y (over the rows where ``mask`` (n,) is True)."""
+    def extremes(A):
+        keep = True if mask is None else mask[:, None]
+        return jnp.where(keep, A, jnp.inf).min(axis=0), jnp.where(keep, A, -jnp.inf).max(axis=0)
+
+    return _product_bounds(*extremes(basis_y.A), *extremes(basis_x.A))
 
 
 def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float = 1.0, kappa_y: float = 1.0):

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from .._validation import check_finite, check_same_length, num_points
+from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
 from .base import Kernel
 
 __all__ = [
@@ -112,13 +113,14 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
 
     Args:
         kernel: the kernel.
-        X: (n, d) points (or the input the kernel takes).
-        Y: (m, d) points.
-        V: (m,) or (m, k) real array.
+        X: (n, d) points (or the input the kernel takes), or a :class:`~bayeskern.sharding.RowShards`.
+        Y: (m, d) points, or a RowShards.
+        V: (m,) or (m, k) real array; a RowShards laid out like Y when Y is one (``shard_rows`` of the same
+            local row counts).
         block_size: rows per block.
 
     Returns:
-        (n,) or (n, k) array, as V is 1-D or 2-D.
+        (n,) or (n, k) array, as V is 1-D or 2-D; a RowShards when X is one.
 
     Raises:
         ValueError: for non-finite inputs, mismatched dimensions, V of another length than Y or of rank > 2.
@@ -132,15 +134,61 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
         >>> bool(np.allclose(kernel_matvec(bk.RBF(1.0), X, X, V, block_size=128), dense))
         True
     """
-    X, Y = kernel.prepare_pair(X, Y)
-    V = check_finite(jnp.asarray(V), "V")
-    if not jnp.issubdtype(V.dtype, jnp.floating):
-        V = V.astype(jnp.result_type(float))
-    if V.ndim not in (1, 2):
-        raise ValueError(f"V must have shape (m,) or (m, k), got {V.shape}")
-    check_same_length(Y, V, "Y and V")
-    out = blocked_matvec(kernel, X, Y, V.reshape(V.shape[0], -1), block_size)
-    return out[:, 0] if V.ndim == 1 else out
+    X, Y = prepare_pair(kernel, X, Y)
+    if isinstance(Y, RowShards) != isinstance(V, RowShards):
+        raise ValueError("V must be a RowShards exactly when Y is one (shard_rows of V's local rows)")
+    values = V.values if isinstance(V, RowShards) else V
+    values = check_finite(jnp.asarray(values), "V")
+    if not jnp.issubdtype(values.dtype, jnp.floating):
+        values = values.astype(jnp.result_type(float))
+    if values.ndim not in (1, 2):
+        raise ValueError(f"V must have shape (m,) or (m, k), got {values.shape}")
+    if isinstance(V, RowShards):
+        if V.num_rows != Y.num_rows or V.values.shape[0] != Y.values.shape[0]:
+            raise ValueError(f"V ({V!r}) is not laid out like Y ({Y!r})")
+        V = V.with_values(values.reshape(values.shape[0], -1))
+    else:
+        check_same_length(Y, values, "Y and V")
+        V = values.reshape(values.shape[0], -1)
+    out = matvec_rows(kernel, X, Y, V, block_size)
+    if values.ndim == 2:
+        return out
+    return out.with_values(out.values[:, 0]) if isinstance(out, RowShards) else out[:, 0]
+
+
+def prepare_rows(kernel: Kernel, X, name: str):
+    """``kernel.prepare(X, name)`` for an input that may be a :class:`~bayeskern.sharding.RowShards`."""
+    if isinstance(X, RowShards):
+        return X.with_values(kernel.prepare(X.values, name))
+    return kernel.prepare(X, name)
+
+
+def prepare_pair(kernel: Kernel, X, Y):
+    """``kernel.prepare_pair`` for inputs that may be :class:`~bayeskern.sharding.RowShards` (their values are
+    prepared; the result keeps the RowShards)."""
+    x, y = (A.values if isinstance(A, RowShards) else A for A in (X, Y))
+    x, y = kernel.prepare_pair(x, y)
+    return (X.with_values(x) if isinstance(X, RowShards) else x, Y.with_values(y) if isinstance(Y, RowShards) else y)
+
+
+@partial(jax.jit, static_argnames=("block_size",))
+def matvec_rows(kernel, X, Y, V, block_size):
+    """K(X, Y) @ V (V (m, k)) for prepared inputs, each plain or a RowShards (V then a RowShards like Y):
+    a ring of shards when both are sharded, one local pass otherwise. Unchecked, traceable; a RowShards out when
+    X is one (zero on padded rows)."""
+    if not isinstance(Y, RowShards):
+        if not isinstance(X, RowShards):
+            return blocked_matvec(kernel, X, Y, V, block_size)
+        out = shard_map_rows(lambda x, k, y, v: blocked_matvec(k, x, y, v, block_size), 1, X.mesh, True)(
+            X.values, kernel, Y, V)
+        return X.with_values(out * X.mask[:, None])
+    v = V.values * Y.mask[:, None]
+    if not isinstance(X, RowShards):
+        return local_then_sum(lambda yv, k, x: blocked_matvec(k, x, yv[0], yv[1], block_size), (Y.values, v), Y.mesh,
+                              kernel, X)
+    out = ring_pass(lambda x, yv, k: blocked_matvec(k, x, yv[0], yv[1], block_size), X.values, (Y.values, v), X.mesh,
+                    kernel)
+    return X.with_values(out * X.mask[:, None])
 
 
 def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
@@ -148,23 +196,56 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
 
     Args:
         kernel: the kernel.
-        X: (n, d) points.
-        Y: optional (m, d) points.
+        X: (n, d) points, or a :class:`~bayeskern.sharding.RowShards`.
+        Y: optional (m, d) points, or a RowShards.
         block_size: rows per block.
 
     Returns:
-        (n,) array.
+        (n,) array; a RowShards when X is one.
 
     Raises:
         ValueError: for non-finite inputs or mismatched dimensions.
     """
     Y = X if Y is None else Y
-    X, Y = kernel.prepare_pair(X, Y)
-    ones = jnp.ones((num_points(Y), 1), jnp.result_type(float))
-    return blocked_matvec(kernel, X, Y, ones, block_size)[:, 0]
+    X, Y = prepare_pair(kernel, X, Y)
+    out = matvec_rows(kernel, X, Y, _ones(Y), block_size)
+    return out.with_values(out.values[:, 0]) if isinstance(out, RowShards) else out[:, 0]
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: the sum of :func:`kernel_row_sums`,
-    with the same arguments and errors; returns a scalar array."""
-    return jnp.sum(kernel_row_sums(kernel, X, Y, block_size=block_size))
+    with the same arguments and errors; returns a scalar array (replicated on every process)."""
+    Y = X if Y is None else Y
+    X, Y = prepare_pair(kernel, X, Y)
+    return pair_sum(kernel, X, Y, block_size)
+
+
+def _ones(Y):
+    """A column of ones over the rows of Y (plain or RowShards), the V of a row sum."""
+    if isinstance(Y, RowShards):
+        return Y.with_values(Y.mask[:, None].astype(jnp.result_type(float)))
+    return jnp.ones((num_points(Y), 1), jnp.result_type(float))
+
+
+def pair_sum(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
+    """sum_{i,j} k(x_i, y_j) over the real rows of prepared X and Y (plain or RowShards). Unchecked, traceable."""
+    return jnp.sum(row_sums(kernel, X, Y, block_size))
+
+
+def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
+    """sum_j k(x_i, y_j) over the real rows of Y for prepared X, Y (plain or RowShards): (n,), or (N,) with zeros
+    on the padded rows of a RowShards X. Unchecked, traceable."""
+    out = matvec_rows(kernel, X, Y, _ones(Y), block_size)
+    return out.values[:, 0] if isinstance(out, RowShards) else out[:, 0]
+
+
+def diagonal_values(kernel, X):
+    """k(x_i, x_i) for prepared X: (n,), or (N,) with zeros on the padded rows of a RowShards. Traceable."""
+    if isinstance(X, RowShards):
+        return jnp.where(X.mask, kernel.evaluate_paired(X.values, X.values), 0.0)
+    return kernel.evaluate_paired(X, X)
+
+
+def diagonal_sum(kernel, X):
+    """sum_i k(x_i, x_i) over the real rows of prepared X (plain or RowShards). Unchecked, traceable."""
+    return jnp.sum(diagonal_values(kernel, X))

@@ -6,11 +6,15 @@ diagonal of K = k(X, X) and m of its columns, never the whole matrix.
 
 from typing import NamedTuple
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
+from jax.sharding import PartitionSpec
 
 from .._config import require_x64
 from ..kernels.base import Kernel
+from ..sharding import AXIS, RowShards
 
 __all__ = ["PivotedCholesky", "pivoted_cholesky"]
 
@@ -39,23 +43,33 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     Stops when trace(K - L L^T) <= tol * trace(K) (relative tolerance, tol in [0, 1)) or at ``max_rank``
     (default n). Pivot ties go to the smallest index. A compiled ``lax.while_loop`` fills buffers that start
     64 columns wide and double when full; the result is cut to the rank reached.
+
+    X may be a :class:`~bayeskern.sharding.RowShards`: each device then holds its rows of L and of the residual
+    (zero on padded rows, which are never pivots), and each step exchanges only the candidate pivot rows; pivot
+    indices refer to the padded global rows.
     """
     require_x64("pivoted_cholesky")
-    X = kernel.prepare(X, "X")
+    sharded = isinstance(X, RowShards)
+    mask, mesh, real = (X.mask, X.mesh, X.num_rows) if sharded else (None, None, None)
+    X = kernel.prepare(X.values if sharded else X, "X")
     n = X.shape[0]
     if not 0 <= tol < 1:
         raise ValueError(f"tol must lie in [0, 1), got {tol}")
-    max_rank = n if max_rank is None else max_rank
-    if not 1 <= max_rank <= n:
-        raise ValueError(f"max_rank must lie in [1, n = {n}], got {max_rank}")
+    real = n if real is None else real
+    max_rank = real if max_rank is None else max_rank
+    if not 1 <= max_rank <= real:
+        raise ValueError(f"max_rank must lie in [1, n = {real}], got {max_rank}")
     d0 = kernel.evaluate_paired(X, X)
+    if sharded:
+        d0 = jnp.where(mask, d0, 0.0)
+    factorise = partial(_factorise_rows, mesh=mesh, mask=mask) if sharded else _factorise
     width = min(max_rank, 64)
     state = (jnp.zeros((n, width), d0.dtype), jnp.zeros((width, width), d0.dtype), jnp.zeros(width, jnp.int32),
              d0, jnp.zeros((), jnp.int32))
     threshold = tol * jnp.sum(d0)
     floor = 100 * jnp.finfo(d0.dtype).eps * jnp.max(d0)  # round-off level of a Schur complement (any backend)
     while True:  # buffers double when full, so memory stays O(n m) for the rank m reached
-        state = _factorise(kernel, X, threshold, floor, state)
+        state = factorise(kernel, X, threshold, floor, state)
         m = int(state[4])
         if m < width or width == max_rank:
             break
@@ -88,3 +102,39 @@ def _factorise(kernel, X, threshold, floor, state):
         return L.at[:, m].set(ell), Bt.at[:, m].set(b), pivots.at[m].set(j.astype(jnp.int32)), d, m + 1
 
     return jax.lax.while_loop(more, step, state)
+
+
+@partial(jax.jit, static_argnames=("mesh",))
+def _factorise_rows(kernel, X, threshold, floor, state, mesh, mask):
+    """:func:`_factorise` with X, L and the residual split by rows over ``mesh``: each device finds its largest
+    residual, the devices exchange those candidates (value, point, row of L) and all take the first global maximum."""
+    def local(X, keep, L, d, kernel, threshold, floor, Bt, pivots, m):
+        width, size = L.shape[1], X.shape[0]
+        offset = jax.lax.axis_index(AXIS) * size
+
+        def more(state):
+            _, _, _, d, m = state
+            return (jax.lax.psum(jnp.sum(d), AXIS) > threshold) & (m < width) & (jax.lax.pmax(jnp.max(d), AXIS) > floor)
+
+        def step(state):
+            L, Bt, pivots, d, m = state
+            i = jnp.argmax(d)
+            values, rows_x, rows_l, starts = jax.lax.all_gather((d[i], X[i], L[i], offset + i), AXIS)
+            owner = jnp.argmax(values)  # the first device holding the largest residual
+            root = jnp.sqrt(values[owner])
+            column = kernel.evaluate(X, rows_x[owner][None])[:, 0]
+            ell = jnp.where(keep, (column - L @ rows_l[owner]) / root, 0.0)
+            b = (-Bt @ rows_l[owner]).at[m].set(1.0) / root
+            d = jnp.maximum(d - ell**2, 0.0)
+            d = jnp.where(jnp.arange(size) + offset == starts[owner], 0.0, d)
+            return L.at[:, m].set(ell), Bt.at[:, m].set(b), pivots.at[m].set(starts[owner].astype(jnp.int32)), d, m + 1
+
+        L, Bt, pivots, d, m = jax.lax.while_loop(more, step, (L, Bt, pivots, d, m))
+        return L, Bt, pivots, d, m
+
+    L, Bt, pivots, d, m = state
+    rows, rep = PartitionSpec(AXIS), PartitionSpec()
+    L, Bt, pivots, d, m = jax.shard_map(local, mesh=mesh, in_specs=(rows,) * 4 + (rep,) * 6,
+                                        out_specs=(rows, rep, rep, rows, rep), check_vma=False)(
+        X, mask, L, d, kernel, threshold, floor, Bt, pivots, m)
+    return L, Bt, pivots, d, m
