@@ -31,16 +31,26 @@ class RowShards:
     """One sample of ``num_rows`` rows split over the devices of a 1-D mesh, padded to equal shards.
 
     values: (N, ...) global ``jax.Array`` sharded by rows (N >= num_rows, a multiple of the device count);
-    mask: (N,) bool, True on real rows; num_rows: the sample size n; mesh: the 1-D "rows" mesh. Padded rows
-    repeat a real row of their process (finite values), and every computation that takes a RowShards gives them
-    zero weight. A pytree (``num_rows`` and ``mesh`` static), so it passes through ``jit``, ``grad`` and NUTS.
+    mask: (N,) bool, True on real rows; counts: the real rows of each process (they come first in its N / P
+    padded rows); mesh: the 1-D "rows" mesh. Padded rows repeat a real row of their process (finite values), and
+    every computation that takes a RowShards gives them zero weight. A pytree (``counts`` and ``mesh`` static), so
+    it passes through ``jit``, ``grad`` and NUTS.
     """
 
-    def __init__(self, values, mask, num_rows: int, mesh: Mesh):
-        self.values, self.mask, self.num_rows, self.mesh = values, mask, int(num_rows), mesh
+    def __init__(self, values, mask, counts: tuple, mesh: Mesh):
+        self.values, self.mask, self.counts, self.mesh = values, mask, tuple(int(c) for c in counts), mesh
+
+    @property
+    def dtype(self):
+        return self.values.dtype
+
+    @property
+    def num_rows(self) -> int:
+        """n, the real rows of the sample."""
+        return sum(self.counts)
 
     def tree_flatten(self):
-        return (self.values, self.mask), (self.num_rows, self.mesh)
+        return (self.values, self.mask), (self.counts, self.mesh)
 
     @classmethod
     def tree_unflatten(cls, static, leaves):
@@ -53,7 +63,19 @@ class RowShards:
 
     def with_values(self, values) -> "RowShards":
         """The same rows and mask with other per-row values (leading dimension N, sharded like ``values``)."""
-        return RowShards(values, self.mask, self.num_rows, self.mesh)
+        return RowShards(values, self.mask, self.counts, self.mesh)
+
+    def padded_index(self, index):
+        """Positions in ``values`` of real rows ``index`` (integers in [0, n), the rows in process order);
+        traceable."""
+        width = self.values.shape[0] // len(self.counts)
+        starts = np.cumsum((0,) + self.counts[:-1])
+        process = jnp.searchsorted(jnp.asarray(starts[1:]), index, side="right")
+        return index + process * width - jnp.asarray(starts)[process]
+
+    def take(self, index):
+        """The real rows ``index`` (k,) gathered into a small replicated (k, ...) array; traceable."""
+        return self.values[self.padded_index(index)]
 
     def __repr__(self):
         return (f"RowShards(num_rows={self.num_rows}, padded_shape={tuple(self.values.shape)}, "
@@ -101,7 +123,7 @@ def shard_rows(local_rows, mesh: Mesh | None = None) -> RowShards:
         sharding = NamedSharding(mesh, PartitionSpec(AXIS, *([None] * (a.ndim - 1))))
         return jax.make_array_from_process_local_data(sharding, a, (global_rows,) + a.shape[1:])
 
-    return RowShards(place(padded), place(mask), int(counts.sum()), mesh)
+    return RowShards(place(padded), place(mask), tuple(counts.tolist()), mesh)
 
 
 def check_same_layout(A, B, names: str):

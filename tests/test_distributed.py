@@ -30,6 +30,7 @@ WORKER = textwrap.dedent("""
     bk.enable_x64()
     import jax
     import numpy as np
+    from bayeskern import compression
     from bayeskern.bke import log_pseudolikelihood
     from bayeskern.inference import run_nuts
     from bayeskern.jdl import fit_jdl
@@ -68,6 +69,14 @@ WORKER = textwrap.dedent("""
         fits = [fit_jdl(A, B, bk.RBF(0.5), bk.RBF(0.5), 1e-4, constraint=constraint) for A, B in ((Ws, Xs), (W, X))]
         assert sum(s.data.shape[0] for s in fits[0].basis_x.A.addressable_shards) == 181  # the factor stays split
         close(fits[0].conditional_expectation(q).mean, fits[1].conditional_expectation(q).mean, 1e-8)
+
+    x, y, xs, ys = X[:, :1], W, Xs.with_values(Xs.values[:, :1]), Ws  # compression of the (x, w) pairs
+    sets = [compression.ackip(a, b, 5, key=jax.random.key(1), lam_c=1e-2, num_steps=20, n_init=2,
+                              progress_bar=False) for a, b in ((xs, ys), (x, y))]
+    close(sets[0].x, sets[1].x, 1e-8)
+    herded = [compression.jkh(a, b, 4, key=jax.random.key(2), lam_c=1e-2, candidates=60, progress_bar=False)
+              for a, b in ((xs, ys), (x, y))]
+    assert np.array_equal(herded[0].indices, herded[1].indices)
 
     runs = [run_nuts(bke_model, A, Z, key=jax.random.key(3), num_chains=1, num_warmup=15, num_samples=15,
                      progress_bar=False, rhat_max=10.0, min_ess=1) for A in (Rs, X_rest)]

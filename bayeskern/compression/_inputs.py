@@ -6,6 +6,7 @@ import numpy as np
 from .._validation import as_labels, as_points, check_same_length
 from ..kernels import RBF, Indicator, median_heuristic
 from ..kernels.base import Kernel
+from ..sharding import RowShards, check_same_layout
 
 RESPONSES = ("continuous", "indicator")
 
@@ -20,16 +21,26 @@ def response_kind(y, kernel_y: Kernel | None, response: str | None) -> str:
         return "indicator"
     if kernel_y is not None:
         return "continuous"
-    dtype = np.asarray(y).dtype
+    dtype = y.values.dtype if isinstance(y, RowShards) else np.asarray(y).dtype
     return "indicator" if (np.issubdtype(dtype, np.integer) or dtype == np.bool_) else "continuous"
 
 
 def labelled(x, y, kind: str, names=("x", "y")):
-    """x as (n, d_x) floats; y as (n, d_y) floats or (n,) integer labels; lengths checked."""
+    """x as (n, d_x) floats; y as (n, d_y) floats or (n,) integer labels; lengths checked. Row-sharded x and y
+    (:class:`~bayeskern.sharding.RowShards`) are checked the same way and must share their layout."""
+    if isinstance(x, RowShards) or isinstance(y, RowShards):
+        check_same_layout(x, y, f"{names[0]} and {names[1]}")
+        xv, yv = labelled(x.values, y.values, kind, names)
+        return x.with_values(xv), y.with_values(yv)
     x = as_points(x, names[0])
     y = as_labels(y, names[1]) if kind == "indicator" else as_points(y, names[1])
     check_same_length(x, y, f"{names[0]} and {names[1]}")
     return x, y
+
+
+def rows_at(a, index):
+    """Rows ``index`` of a plain array or of a RowShards (then gathered, replicated); traceable."""
+    return a.take(index) if isinstance(a, RowShards) else a[index]
 
 
 def default_kernels(x, y, kind: str, kernel_x, kernel_y, key=None):

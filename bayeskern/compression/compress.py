@@ -16,10 +16,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._config import require_x64
+from .._validation import num_points
 from ..kernels.base import Kernel
 from ..linalg import CholeskyError
 from ..optim import adam, minimise
-from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind
+from ..sharding import RowShards
+from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind, rows_at
 from .herding import herd_gradient, herd_pool
 from .kcme import select_lambda
 from .objectives import (DataBlocks, ackip_objective, class_score_terms, data_blocks, jkip_objective,
@@ -44,7 +46,7 @@ class CompressionProblem:
 
     @property
     def n(self) -> int:
-        return int(self.x.shape[0])
+        return num_points(self.x)
 
 
 def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
@@ -52,25 +54,51 @@ def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, st
     """Validate and standardise (x (n, d_x), y (n, d_y) | (n,) labels) and choose default kernels.
 
     ``mesh``: split every data block's rows over the devices of a 1-D mesh (:func:`bayeskern.sharding.row_mesh`).
+    x and y may instead be :class:`~bayeskern.sharding.RowShards` of the same layout (rows spread over processes).
     """
     require_x64("compression")
     kind = response_kind(y, kernel_y, response)
     x, y = labelled(x, y, kind)
     discrete = kind == "indicator"
-    if discrete and int(jnp.min(y)) < 0:
-        raise ValueError(f"class labels must be 0, 1, ..., C - 1, got a negative label {int(jnp.min(y))}")
+    sharded = isinstance(x, RowShards)
+    if sharded and mesh is not None:
+        raise ValueError("mesh= splits in-process data; row-sharded x and y (RowShards) are already split")
+    if discrete:
+        low, high = _label_range(y)
+        if low < 0:
+            raise ValueError(f"class labels must be 0, 1, ..., C - 1, got a negative label {low}")
     s = fit_standardiser(x, y, discrete=discrete) if standardise else \
         Standardiser.identity(x.shape[1], None if discrete else y.shape[1])
     xs, ys = s.transform(x, y)
-    kernel_x, kernel_y = default_kernels(xs, ys, kind, kernel_x, kernel_y)
-    n_classes = int(jnp.max(y)) + 1 if discrete else None
+    sample = _heuristic_sample(xs, ys) if sharded else (xs, ys)
+    kernel_x, kernel_y = default_kernels(*sample, kind, kernel_x, kernel_y)
+    n_classes = high + 1 if discrete else None
     return CompressionProblem(xs, ys, kernel_x, kernel_y, s, n_classes, data_blocks(xs, ys, block_size, mesh))
+
+
+def _label_range(y) -> tuple[int, int]:
+    """The smallest and largest class label (over the real rows of a RowShards)."""
+    if isinstance(y, RowShards):
+        big = jnp.iinfo(y.values.dtype).max
+        return (int(jnp.min(jnp.where(y.mask, y.values, big))), int(jnp.max(jnp.where(y.mask, y.values, -big))))
+    return int(jnp.min(y)), int(jnp.max(y))
+
+
+def _heuristic_sample(xs: RowShards, ys: RowShards):
+    """The rows the median heuristic looks at (the same <= 1000 rows it takes in one process), gathered."""
+    n = xs.num_rows
+    index = np.arange(n) if n <= 1000 else np.sort(np.asarray(jax.random.choice(jax.random.key(0), n, (1000,),
+                                                                                 replace=False)))
+    return xs.take(jnp.asarray(index)), ys.take(jnp.asarray(index))
 
 
 def _lambda_c(problem: CompressionProblem, lam_c, m: int, key):
     """lambda_C as given, or tuned at s = m on a random 10% validation split."""
     if lam_c is not None:
         return check_lambda(lam_c, "lam_c")
+    if isinstance(problem.x, RowShards):
+        raise ValueError("lam_c=None tunes lambda_C on a random split gathered to one process: pass lam_c for "
+                         "row-sharded data (e.g. tuned on a subsample with compression.select_lambda)")
     n = problem.n
     n_val = max(n // 10, 1)
     if n - n_val < m:
@@ -99,6 +127,9 @@ def _pool(problem: CompressionProblem, candidates, key):
     if isinstance(candidates, str):
         if candidates != "data":
             raise ValueError(f"candidates must be 'data', a pool size, indices or a pair (x, y), got {candidates!r}")
+        if isinstance(problem.x, RowShards):
+            raise ValueError("candidates='data' gathers every data pair to each process: pass a pool size, "
+                             "indices or a pair (x, y) for row-sharded data")
         idx = np.arange(problem.n)
     elif isinstance(candidates, (int, np.integer)):
         if not 1 <= candidates <= problem.n:
@@ -114,7 +145,7 @@ def _pool(problem: CompressionProblem, candidates, key):
         if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer) or idx.size == 0 or \
                 idx.min() < 0 or idx.max() >= problem.n:
             raise ValueError(f"candidate indices must be a non-empty 1-D integer array in [0, {problem.n})")
-    return problem.x[idx], problem.y[idx], idx
+    return rows_at(problem.x, jnp.asarray(idx)), rows_at(problem.y, jnp.asarray(idx)), idx
 
 
 def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_point, optimizer, key, kernel_x,
@@ -229,8 +260,9 @@ def _data_loss(method, params, labels, context, key, batch_size):
     problem_x, problem_y, blocks, kernel_x, kernel_y, lam_c = context
     cx, cy = (params, labels) if labels is not None else params
     if batch_size is not None:
-        idx = jax.random.randint(key, (batch_size,), 0, problem_x.shape[0])  # i.i.d. rows: unbiased, O(batch)
-        blocks = DataBlocks(problem_x[idx][None], problem_y[idx][None], jnp.ones((1, batch_size), bool), batch_size)
+        idx = jax.random.randint(key, (batch_size,), 0, num_points(problem_x))  # i.i.d. rows: unbiased, O(batch)
+        blocks = DataBlocks(rows_at(problem_x, idx)[None], rows_at(problem_y, idx)[None],
+                            jnp.ones((1, batch_size), bool), batch_size)
     if method == "jkip":
         return jkip_objective(cx, cy, blocks, kernel_x, kernel_y), labels
     return ackip_objective(cx, cy, blocks, kernel_x, kernel_y, lam_c), labels
@@ -245,9 +277,9 @@ def _best_subset(loss, problem, m, n_init, key, context):
     """The best of ``n_init`` uniformly random size-m subsets of the data by the objective."""
     best, best_value = None, np.inf
     for k in jax.random.split(key, n_init):
-        idx = np.asarray(jax.random.choice(k, problem.n, (m,), replace=False))
-        params, labels = (problem.x[idx], problem.y[idx]) if problem.n_classes is not None else \
-            ((problem.x[idx], problem.y[idx]), None)
+        idx = jax.random.choice(k, problem.n, (m,), replace=False)
+        chosen = (rows_at(problem.x, idx), rows_at(problem.y, idx))
+        params, labels = chosen if problem.n_classes is not None else (chosen, None)
         value = float(_loss_value(loss, params, labels, context, k))
         if value < best_value:
             best, best_value = (params, labels), value
@@ -330,8 +362,10 @@ def ackip(x, y, m: int, *, key, lam_c=None, num_steps: int = 1000, n_init: int =
     steps (Adam by default); O(n m^2 + m^3) per step, streamed over the data in blocks.
 
     Args:
-        x: (n, d_x) float array of features, in your units (standardised internally unless ``standardise=False``).
-        y: (n, d_y) float array of responses, or (n,) integer labels (indicator kernel, label sweeps).
+        x: (n, d_x) float array of features, in your units (standardised internally unless ``standardise=False``);
+            or a :class:`~bayeskern.sharding.RowShards` (rows spread over processes; then pass ``lam_c``).
+        y: (n, d_y) float array of responses, or (n,) integer labels (indicator kernel, label sweeps); a
+            RowShards of the same layout when x is one.
         m: size of the compressed set, 1 <= m < n.
         key: PRNG key (initial subsets, lambda tuning, minibatches).
         lam_c: ridge of the compressed set's embedding; tuned at size m on a 10% validation split if None.

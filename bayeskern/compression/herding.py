@@ -16,6 +16,8 @@ from ..kernels.blockwise import kernel_row_sums
 from ..kernels.base import Kernel
 from ..linalg import cho_solve_psd
 from ..optim import optax_scan
+from ..sharding import RowShards
+from ._inputs import rows_at
 from .objectives import JITTER, DataBlocks, ackip_objective, compressed_factor, herding_score, herding_terms
 
 _herding_terms = jax.jit(herding_terms)
@@ -26,7 +28,8 @@ __all__ = ["jkh_mean_embedding", "jkh_pool_scores", "ackh_pool_scores", "herd_po
 # --- pool scorers -------------------------------------------------------------------------------------------
 def jkh_mean_embedding(kernel_x: Kernel, kernel_y: Kernel, px, py, x, y, block_size=1024):
     """kappa_bar(pi) = (1/n) sum_i k(x_pi, x_i) l(y_pi, y_i) for every pool pair: (P,). O(nP) time, chunked."""
-    return kernel_row_sums(TensorProduct(kernel_x, kernel_y), (px, py), (x, y), block_size=block_size) / x.shape[0]
+    pairs = x.with_values((x.values, y.values)) if isinstance(x, RowShards) else (x, y)
+    return kernel_row_sums(TensorProduct(kernel_x, kernel_y), (px, py), pairs, block_size=block_size) / x.shape[0]
 
 
 def jkh_pool_scores(kappa_bar, running, self_kernel, t):
@@ -178,7 +181,7 @@ def herd_gradient(method: str, x, y, data: DataBlocks, kernel_x: Kernel, kernel_
     trace = []
     for t, k in enumerate(jax.random.split(key, m)):
         idx = jax.random.choice(k, x.shape[0], (n_seeds,), replace=False)
-        zx, zy, value = _gradient_step(x[idx], y[idx], cx, cy, mask, t, data, kernel_x, kernel_y, lam, method,
+        zx, zy, value = _gradient_step(rows_at(x, idx), rows_at(y, idx), cx, cy, mask, t, data, kernel_x, kernel_y, lam, method,
                                        steps_per_point, optimizer, discrete, n_classes)
         if method == "jkh":
             kappa_bar, chosen, self_term = map(float, _herding_terms(zx, zy, data, kernel_x, kernel_y, cx, cy, mask))

@@ -16,6 +16,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ..kernels.base import Kernel
 from ..kernels.blockwise import split_rows
 from ..linalg import cho_solve_psd, jittered_cholesky
+from ..sharding import AXIS, RowShards
 from ._inputs import onehot
 
 __all__ = ["DataBlocks", "data_blocks", "stream", "jkip_objective", "ackip_objective", "herding_score",
@@ -41,7 +42,13 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
     With a 1-D ``mesh`` (:func:`bayeskern.sharding.row_mesh`) the rows of every block are split over its
     devices (block size rounded up to a multiple of the device count): each device evaluates its share of the
     kernel columns and XLA adds the m x m partial sums across devices, in the same compiled code.
+
+    x and y may be :class:`~bayeskern.sharding.RowShards` of the same layout (rows spread over processes): each
+    device cuts its own rows into blocks, block t being the t-th block of every device side by side (split by
+    rows as with ``mesh``), so nothing moves between processes but the partial sums.
     """
+    if isinstance(x, RowShards):
+        return _local_blocks(x, y, block_size)
     n = x.shape[0]
     size = min(block_size, n)
     if mesh is not None:
@@ -53,6 +60,22 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
 
         xb, yb, mask = place(xb), place(yb), place(mask)
     return DataBlocks(xb, yb, mask, n)
+
+
+def _local_blocks(x: RowShards, y: RowShards, block_size: int) -> DataBlocks:
+    """Each device cuts its rows into blocks of at most ``block_size / devices`` rows; global block t (B, b, ...)
+    holds the t-th block of every device, split by rows over the mesh."""
+    devices = x.mesh.size
+    size = max(1, min(block_size // devices, x.values.shape[0] // devices))
+
+    def local(xv, yv, keep):
+        (xb, yb, kb), mask = split_rows((xv, yv, keep), size)
+        return xb, yb, mask & kb
+
+    spec = PartitionSpec(None, AXIS)
+    xb, yb, mask = jax.shard_map(local, mesh=x.mesh, in_specs=PartitionSpec(AXIS), out_specs=spec,
+                                 check_vma=False)(x.values, y.values, x.mask)
+    return DataBlocks(xb, yb, mask, x.num_rows)
 
 
 def stream(data: DataBlocks, block_fn, init):

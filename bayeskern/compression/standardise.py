@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..fitted import fitted
+from ..sharding import RowShards
 
 __all__ = ["Standardiser", "fit_standardiser"]
 
@@ -23,12 +24,18 @@ class Standardiser:
     y_scale: jax.Array | None
 
     def transform_x(self, x):
-        """Features (n, d_x) in the user's units -> standardised units."""
+        """Features (n, d_x) in the user's units -> standardised units (a RowShards stays one)."""
+        if isinstance(x, RowShards):
+            return x.with_values(self.transform_x(x.values))
         return (x - self.x_mean) / self.x_scale
 
     def transform(self, x, y):
         """Data in the user's units -> standardised units."""
-        return self.transform_x(x), y if self.y_mean is None else (y - self.y_mean) / self.y_scale
+        if self.y_mean is None:
+            return self.transform_x(x), y
+        if isinstance(y, RowShards):
+            return self.transform_x(x), y.with_values((y.values - self.y_mean) / self.y_scale)
+        return self.transform_x(x), (y - self.y_mean) / self.y_scale
 
     def inverse(self, x, y):
         """Standardised units -> the user's units."""
@@ -43,9 +50,19 @@ class Standardiser:
 
 
 def _moments(a):
-    a = np.asarray(a, dtype=np.float64)
-    mean, sd = a.mean(0), a.std(0)
+    if isinstance(a, RowShards):  # over the real rows, on the devices that hold them
+        mean, sd = _masked_moments(a.values, a.mask)
+    else:
+        a = np.asarray(a, dtype=np.float64)
+        mean, sd = a.mean(0), a.std(0)
     return jnp.asarray(mean), jnp.asarray(np.where(sd > 0, sd, 1.0))
+
+
+@jax.jit
+def _masked_moments(values, mask):
+    w = mask.astype(values.dtype)[:, None]
+    mean = jnp.sum(w * values, axis=0) / jnp.sum(w)
+    return mean, jnp.sqrt(jnp.sum(w * (values - mean) ** 2, axis=0) / jnp.sum(w))
 
 
 def fit_standardiser(x, y, *, discrete: bool) -> Standardiser:
