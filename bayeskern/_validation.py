@@ -23,6 +23,11 @@ __all__ = [
     "check_same_dim",
     "check_min_points",
     "num_points",
+    "as_real_array",
+    "check_count",
+    "check_key",
+    "as_matrix",
+    "check_covariance",
 ]
 
 
@@ -71,9 +76,75 @@ def check_nonnegative(x, name: str):
     return x
 
 
+def as_real_array(x, name: str):
+    """``x`` as a JAX array of real numbers (integer, boolean or float), or a ``TypeError`` / ``ValueError`` naming
+    ``name``: strings, objects and complex numbers are refused (a complex part is never dropped silently), and so
+    are ragged nested lists."""
+    if not isinstance(x, (jax.Array, np.ndarray)):
+        try:
+            x = np.asarray(x)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"{name} is not a rectangular array (ragged rows or mixed types): {err}") from None
+    kind = np.dtype(x.dtype).kind if not jnp.issubdtype(x.dtype, jax.dtypes.extended) else "V"
+    if kind == "c":
+        raise TypeError(f"{name} must be real, got complex dtype {x.dtype} (pass x.real if the imaginary part is 0)")
+    if kind not in "biuf":
+        raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
+    return jnp.asarray(x)
+
+
+def check_count(value, name: str, minimum: int = 1) -> int:
+    """``value`` as an int >= ``minimum``, or a ``TypeError`` (not an integer) / ``ValueError`` (too small)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum} (an integer), got {value}")
+    return int(value)
+
+
+def check_key(key, name: str = "key"):
+    """Raise ``TypeError`` unless ``key`` is a JAX PRNG key: ``jax.random.key(seed)`` (or a legacy uint32 (2,)
+    ``jax.random.PRNGKey``)."""
+    dtype = getattr(key, "dtype", None)
+    typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+    legacy = dtype == jnp.uint32 and getattr(key, "shape", None) == (2,)
+    if not (typed or legacy):
+        raise TypeError(f"{name} must be a JAX PRNG key such as jax.random.key(0), got {key!r}")
+    return key
+
+
+def as_matrix(A, name: str, shape: tuple = (None, None), *, square: bool = False):
+    """``A`` as a finite float matrix (default float: float64 with x64 on, never a float32 solve by accident) of
+    ``shape`` (None entries free; a 1-D ``shape`` asks for a vector), square if asked; ``ValueError``/``TypeError``
+    naming ``name``."""
+    A = as_real_array(A, name)
+    if square and A.ndim == 2 and A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
+    if A.ndim != len(shape) or any(want is not None and got != want for got, want in zip(A.shape, shape)):
+        wanted = "(" + ", ".join("*" if w is None else str(w) for w in shape) + ("," if len(shape) == 1 else "") + ")"
+        raise ValueError(f"{name} must have shape {wanted}, got {A.shape}")
+    if A.dtype != jnp.result_type(float):
+        A = A.astype(jnp.result_type(float))
+    return check_finite(A, name)
+
+
+def check_covariance(C, name: str, d: int):
+    """``C`` as a (d, d) symmetric positive semidefinite float matrix (eigenvalues >= -1e-10 x the largest)."""
+    C = as_matrix(C, name, (d, d))
+    if is_concrete(C):
+        arr = np.asarray(C)
+        scale = max(np.abs(arr).max(), np.finfo(arr.dtype).tiny)
+        if not np.allclose(arr, arr.T, rtol=1e-10, atol=1e-12 * scale):
+            raise ValueError(f"{name} must be symmetric")
+        eig = np.linalg.eigvalsh(arr)
+        if eig.min() < -1e-10 * max(eig.max(), 0.0) or eig.max() < 0:
+            raise ValueError(f"{name} is not positive semidefinite (smallest eigenvalue {eig.min():.3g})")
+    return C
+
+
 def as_points(X, name: str = "X"):
     """Return ``X`` as a float array of shape (n, d); a 1-D array is n points in 1-D."""
-    X = jnp.asarray(X)
+    X = as_real_array(X, name)
     if X.ndim == 1:
         X = X[:, None]
     if X.ndim != 2:
@@ -93,7 +164,7 @@ def as_labels(y, name: str = "y"):
     Accepts integer or boolean arrays of shape (n,) or (n, 1); float arrays only
     when concrete and integer-valued (e.g. labels read from a CSV file).
     """
-    y = jnp.asarray(y)
+    y = as_real_array(y, name)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
     if y.ndim != 1:

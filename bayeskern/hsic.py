@@ -9,7 +9,7 @@ from jax import lax
 from jax.scipy.special import gammaincc
 
 from ._kernel_choice import choose_kernel
-from ._validation import as_points, check_min_points, check_same_length, num_points
+from ._validation import as_points, check_count, check_key, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, diagonal_values, pair_sum,
                                 prepare_rows, row_sums)
@@ -21,7 +21,8 @@ __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
 _METHODS = ("permutation", "gamma")
 
 
-def _prepare(X, Y, kx, ky, minimum):
+def _prepare(X, Y, kx, ky, minimum, block_size=1):
+    check_count(block_size, "block_size")
     X = prepare_rows(kx, X, "X")
     Y = prepare_rows(ky, Y, "Y")
     check_same_length(X, Y, "X and Y")
@@ -72,7 +73,7 @@ def hsic_biased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLOCK
     Matrix-free, with the arguments of :func:`hsic_unbiased`; needs n >= 2. Returns a scalar array; raises
     ValueError for non-finite or unpaired samples.
     """
-    X, Y = _prepare(X, Y, kx, ky, 2)
+    X, Y = _prepare(X, Y, kx, ky, 2, block_size)
     return _hsic_b(kx, ky, X, Y, block_size)
 
 
@@ -96,7 +97,7 @@ def hsic_unbiased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLO
     Raises:
         ValueError: for non-finite inputs, unpaired samples, or n < 4.
     """
-    X, Y = _prepare(X, Y, kx, ky, 4)
+    X, Y = _prepare(X, Y, kx, ky, 4, block_size)
     return _hsic_u(kx, ky, X, Y, block_size)
 
 
@@ -199,6 +200,10 @@ def hsic_test(
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     reject_row_shards("hsic_test", X=X, Y=Y)
+    if key is not None:
+        check_key(key)
+    n_permutations = check_count(n_permutations, "n_permutations")
+    block_size, dense_max = check_count(block_size, "block_size"), check_count(dense_max, "dense_max", 0)
     kx, ky = _default_kernels(X, Y, kx, ky, key)
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]
@@ -211,8 +216,6 @@ def hsic_test(
 
     if key is None:
         raise ValueError("hsic_test(method='permutation') needs a PRNG key: pass key=jax.random.key(seed)")
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
     perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, n_permutations))
     perms = jnp.concatenate([jnp.arange(n)[None, :], perms])  # identity first: observed and null share arithmetic
     if n <= dense_max:

@@ -8,7 +8,8 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from ._kernel_choice import choose_kernel
-from ._validation import as_points, check_min_points, check_same_dim, num_points
+from ._validation import (as_points, as_real_array, check_count, check_covariance, check_finite, check_key,
+                          check_min_points, check_positive, check_same_dim, num_points)
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, diagonal_sum, pair_sum, prepare_pair
 from .sharding import reject_row_shards
@@ -19,7 +20,8 @@ __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd
 _ESTIMATORS = ("unbiased", "biased", "linear")
 
 
-def _prepare_samples(X, Y, kernel, minimum):
+def _prepare_samples(X, Y, kernel, minimum, block_size=1):
+    check_count(block_size, "block_size")
     X, Y = prepare_pair(kernel, X, Y)
     check_min_points(X, minimum, "X")
     check_min_points(Y, minimum, "Y")
@@ -60,7 +62,7 @@ def mmd2_unbiased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE)
     Raises:
         ValueError: for non-finite or empty inputs, samples of different dimension, or fewer than 2 points.
     """
-    X, Y = _prepare_samples(X, Y, kernel, 2)
+    X, Y = _prepare_samples(X, Y, kernel, 2, block_size)
     return _mmd2_quadratic(kernel, X, Y, True, block_size)
 
 
@@ -70,7 +72,7 @@ def mmd2_biased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
     Matrix-free, with the arguments of :func:`mmd2_unbiased`; a single point per sample is allowed. Returns a scalar
     array; raises ValueError for non-finite or empty inputs or samples of different dimension.
     """
-    X, Y = _prepare_samples(X, Y, kernel, 1)
+    X, Y = _prepare_samples(X, Y, kernel, 1, block_size)
     return _mmd2_quadratic(kernel, X, Y, False, block_size)
 
 
@@ -119,11 +121,23 @@ def mmd2_gaussians(mean_p, cov_p, mean_q, cov_q, lengthscale):
 
     Returns:
         Scalar array.
+
+    Raises:
+        ValueError: for means of different lengths, covariances that are not (d, d), symmetric and positive
+            semidefinite, or a lengthscale that is not positive (scalar or (d,)).
     """
-    mean_p, mean_q = jnp.atleast_1d(jnp.asarray(mean_p, float)), jnp.atleast_1d(jnp.asarray(mean_q, float))
-    cov_p, cov_q = jnp.atleast_2d(jnp.asarray(cov_p, float)), jnp.atleast_2d(jnp.asarray(cov_q, float))
+    mean_p, mean_q = (check_finite(jnp.atleast_1d(as_real_array(m, name).astype(float)), name)
+                      for m, name in ((mean_p, "mean_p"), (mean_q, "mean_q")))
     d = mean_p.shape[0]
-    ell2 = jnp.broadcast_to(jnp.asarray(lengthscale, float) ** 2, (d,))
+    if mean_p.ndim != 1 or mean_q.shape != (d,):
+        raise ValueError(f"mean_p and mean_q must be vectors of one length d, got shapes {mean_p.shape} and "
+                         f"{mean_q.shape}")
+    cov_p, cov_q = (check_covariance(jnp.atleast_2d(as_real_array(c, name)), name, d)
+                    for c, name in ((cov_p, "cov_p"), (cov_q, "cov_q")))
+    lengthscale = check_positive(as_real_array(lengthscale, "lengthscale").astype(float), "lengthscale")
+    if lengthscale.shape not in ((), (d,)):
+        raise ValueError(f"lengthscale must be a scalar or have shape ({d},), got {lengthscale.shape}")
+    ell2 = jnp.broadcast_to(lengthscale**2, (d,))
 
     def expected_k(mean, cov):
         S = cov + jnp.diag(ell2)
@@ -221,6 +235,11 @@ def mmd_test(
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
     reject_row_shards("mmd_test", X=X, Y=Y)
+    if key is not None:
+        check_key(key)
+    n_permutations = check_count(n_permutations, "n_permutations")
+    block_size, max_label_columns = check_count(block_size, "block_size"), check_count(max_label_columns,
+                                                                                      "max_label_columns")
     kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
     X, Y = _prepare_samples(X, Y, kernel, 2)
     check_same_dim(X, Y, "X and Y")
@@ -236,8 +255,6 @@ def mmd_test(
 
     if key is None:
         raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
-    if n_permutations < 1:
-        raise ValueError(f"n_permutations must be >= 1, got {n_permutations}")
     Z = jnp.concatenate([X, Y])
     N = n + m
     s0 = jnp.concatenate([jnp.ones(n), jnp.zeros(m)])

@@ -8,10 +8,11 @@ arviz netCDF posteriors in the ``--out`` folder. Bad files or arguments give one
 
 import argparse
 import sys
+from pathlib import Path
 
 from .._version import __version__
 from . import compress, filtering, independence, jdl, two_sample
-from ._io import CLIError, load_sample, output_folder
+from ._io import CLIError, load_sample, output_folder, report, start_clock
 
 __all__ = ["main", "build_parser", "load_sample", "CLIError"]
 
@@ -36,8 +37,16 @@ def main(argv=None) -> int:
     try:
         args.check(args)
         output_folder(args.out, args.outputs(args), force=args.force)  # before any work: refuse to overwrite
+        start_clock()
         args.run(args)
-    except (CLIError, ValueError) as e:
+    except (CLIError, ValueError, TypeError) as e:
         print(f"bayeskern: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        done = sorted(p.name for p in Path(args.out).glob("*") if not p.name.startswith(".tmp-")) \
+            if Path(args.out).is_dir() else []
+        print(f"bayeskern: interrupted; complete files in {args.out}: {', '.join(done) or 'none'} (every file is "
+              "written whole or not at all)", file=sys.stderr)
+        return 130
+    report(f"{args.command}: done, outputs in {args.out}")
     return 0

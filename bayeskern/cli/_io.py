@@ -2,6 +2,8 @@
 
 import json
 import os
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +16,20 @@ __all__ = ["CLIError", "load_sample", "load_pair", "output_folder", "write_summa
 
 class CLIError(Exception):
     """A user-facing error: printed as one line, exit status 2."""
+
+
+_clock_start = time.perf_counter()
+
+
+def start_clock() -> None:
+    """Restart the progress clock (at the start of a command)."""
+    global _clock_start
+    _clock_start = time.perf_counter()
+
+
+def report(message: str) -> None:
+    """A progress line on stderr (stdout stays for results): ``bayeskern [12.3 s]: message``."""
+    print(f"bayeskern [{time.perf_counter() - _clock_start:6.1f} s]: {message}", file=sys.stderr, flush=True)
 
 
 def check(condition: bool, message: str) -> None:

@@ -1,11 +1,12 @@
 """``bayeskern demo`` and ``bayeskern two-sample X Y``: BKL lengthscale, MMD test, witness posterior."""
 
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ._io import CLIError, add_seed_and_out, check, load_sample, pyplot, write_netcdf, write_summary
+from ._io import CLIError, add_seed_and_out, check, load_sample, pyplot, report, write_netcdf, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -26,10 +27,12 @@ def _two_sample_report(X, Y, args, title):
     elif args.kernel == "median":
         ls, rule = median, "median heuristic (pooled)"
     else:
+        report("BKL: type-II fit of the lengthscale (compiles on first use)")
         split = hold_out_inducing(np.vstack([X, Y]), jax.random.fold_in(key, 1), args.inducing)
         fit = fit_type2(*split, args.tau2)
         ls = float(fit.lengthscale)
         rule = f"BKL: type-II ML of the BKE pseudolikelihood (tau2 = {fit.tau2:g}, m = {fit.m} held-out inducing points)"
+    report(f"MMD test with lengthscale {ls:.4g}, {args.permutations} permutations")
     result = bk.mmd_test(X, Y, bk.RBF(ls), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
     summary = {
         "title": title,
@@ -52,6 +55,7 @@ def _two_sample_report(X, Y, args, title):
     out = Path(args.out)
     witness, files = _witness(X, Y, ls, fit, split, args, jax.random.fold_in(key, 3), summary, out)
     summary["seconds"] = round(time.perf_counter() - t0, 3)
+    report("writing the figure and summary.json")
     files.append(_plot(X, Y, ls, fit, median, result, witness, out / "two_sample.png"))
     write_summary(out, summary, files)
     return summary
@@ -81,9 +85,11 @@ def _witness(X, Y, ls, fit, split, args, key, summary, out):
         from bayeskern.inference import run_nuts
         from bayeskern.models import bke_model
 
+        report(f"NUTS over the lengthscale: {args.chains} chains x ({args.warmup} + {args.samples})")
         mcmc = run_nuts(bke_model, *split, key=jax.random.fold_in(key, 2), num_chains=args.chains, num_warmup=args.warmup,
                         num_samples=args.samples, init_values={"lengthscale": fit.lengthscale}, tau2=args.tau2,
-                        progress_bar=False)
+                        progress_bar=sys.stderr.isatty())
+        report("witness posterior over the lengthscale draws")
         draws = mcmc.draws()
         keep = np.linspace(0, len(draws["lengthscale"]) - 1, min(400, len(draws["lengthscale"]))).astype(int)
         post = witness_posterior(X, Y, tau2=args.tau2, grid=grid, hyper_draws={"lengthscale": draws["lengthscale"][keep]},

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import as_points
+from .._validation import as_points, check_same_dim
 from ..kernels import Indicator, TensorProduct, kernel_sum
 from ..kernels.base import Kernel
 from ..mmd import mmd2_biased
@@ -20,6 +20,14 @@ def _pair(sample, kernel_y, name):
         raise ValueError(f"{name} must be a pair (x, y) of aligned arrays")
     kind = "indicator" if isinstance(kernel_y, Indicator) else "continuous"
     return labelled(*sample, kind, names=(f"{name}[0]", f"{name}[1]"))
+
+
+def _two_pairs(first, second, kernel_y, names):
+    """Both samples as pairs, with x of the same dimension in both and y too."""
+    (x, y), (u, v) = _pair(first, kernel_y, names[0]), _pair(second, kernel_y, names[1])
+    check_same_dim(x, u, f"{names[0]}[0] and {names[1]}[0]")
+    check_same_dim(y, v, f"{names[0]}[1] and {names[1]}[1]")
+    return x, y, u, v
 
 
 def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1024):
@@ -40,8 +48,7 @@ def jmmd2(data, cset, kernel_x: Kernel, kernel_y: Kernel, *, block_size: int = 1
     Raises:
         ValueError: for unpaired, non-finite or dimension-mismatched inputs.
     """
-    x, y = _pair(data, kernel_y, "data")
-    cx, cy = _pair(cset, kernel_y, "cset")
+    x, y, cx, cy = _two_pairs(data, cset, kernel_y, ("data", "cset"))
     const = kernel_sum(TensorProduct(kernel_x, kernel_y), (x, y), block_size=block_size) / x.shape[0] ** 2
     return const + jkip_objective(cx, cy, data_blocks(x, y, block_size), kernel_x, kernel_y)
 
@@ -70,9 +77,9 @@ def amcmd2(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, la
         RuntimeError: when float64 is off.
     """
     require_x64("amcmd2")
-    x, y = _pair(p_sample, kernel_y, "p_sample")
-    xq, yq = _pair(q_sample, kernel_y, "q_sample")
+    x, y, xq, yq = _two_pairs(p_sample, q_sample, kernel_y, ("p_sample", "q_sample"))
     z = as_points(nu_sample, "nu_sample")
+    check_same_dim(x, z, "p_sample[0] and nu_sample")
     lam_p, lam_q = check_lambda(lam_p, "lam_p"), check_lambda(lam_q, "lam_q")
     B_p, B_q = kcme_weights(x, z, kernel_x, lam_p), kcme_weights(xq, z, kernel_x, lam_q)
     return _stacked_quadratic(kernel_y, y, yq, B_p, B_q)
@@ -114,8 +121,7 @@ def kcd2_tower(data, cset, kernel_x: Kernel, kernel_y: Kernel, lam_c, lam_p=None
         RuntimeError: when float64 is off.
     """
     require_x64("kcd2_tower")
-    x, y = _pair(data, kernel_y, "data")
-    cx, cy = _pair(cset, kernel_y, "cset")
+    x, y, cx, cy = _two_pairs(data, cset, kernel_y, ("data", "cset"))
     lam_c = check_lambda(lam_c, "lam_c")
     F = _ackip(cx, cy, data_blocks(x, y, block_size), kernel_x, kernel_y, lam_c)
     if lam_p is None:

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import num_points
+from .._validation import check_positive, num_points
 from ..conditional import ConditionalExpectation, outcome_values, weighted_expectation
 from ..fitted import fitted, static
 from ..kernels.base import Kernel
@@ -32,7 +32,7 @@ class LowRankCME:
 
     def weights(self, x_query):
         """Pivot weights v(x) for query points x_query (q, d_X): (q, m_Y)."""
-        return self.basis_x.evaluate(self.kernel_x, x_query) @ (self.basis_y.R @ self.F).T
+        return self.basis_x.evaluate(self.kernel_x, x_query, "x_query") @ (self.basis_y.R @ self.F).T
 
     def conditional_expectation(self, x_query, f=None) -> ConditionalExpectation:
         """sum_k v_k(x) f(y_{p_k}) at query points x_query (q, d_X): linear, not self-normalised (``mass`` is
@@ -79,8 +79,7 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     """
     if constraint not in ("unconstrained", "normalised_positive"):
         raise ValueError(f"constraint must be 'unconstrained' or 'normalised_positive', got {constraint!r}")
-    if not float(lam) > 0:
-        raise ValueError(f"lam must be positive, got {lam}")
+    check_positive(lam, "lam")
     if bases is None:
         bases = jdl_bases(X, Y, kernel_x, kernel_y, tol=tol, max_rank=max_rank)
     bx, by = bases.basis_x, bases.basis_y

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import check_same_dim
 from ..fitted import saveable
 from ..kernels.base import Kernel
 from ..linalg import PivotedCholesky
@@ -29,9 +30,11 @@ class RotatedBasis(NamedTuple):
     points: jax.Array
     pivots: jax.Array
 
-    def evaluate(self, kernel: Kernel, U):
-        """psi(u) for points U (q, d): (q, m), from the m pivot points only."""
-        return kernel.evaluate(kernel.prepare(U, "U"), self.points) @ self.R
+    def evaluate(self, kernel: Kernel, U, name: str = "U"):
+        """psi(u) for points U (q, d): (q, m), from the m pivot points only; ``name`` names U in errors."""
+        U = kernel.prepare(U, name)
+        check_same_dim(U, self.points, f"{name} and the training points")
+        return kernel.evaluate(U, self.points) @ self.R
 
 
 def rotate(factor: PivotedCholesky, X) -> RotatedBasis:

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, check_same_length, num_points
+from .._validation import as_points, check_positive, check_same_length, num_points
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
@@ -119,6 +119,7 @@ def fit_jdl(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
     """
     if constraint not in CONSTRAINTS:
         raise ValueError(f"constraint must be one of {CONSTRAINTS}, got {constraint!r}")
+    check_positive(lam, "lam")
     if bases is None:
         bases = jdl_bases(X, Y, kernel_x, kernel_y, tol=tol, max_rank=max_rank)
     sharded = isinstance(bases.X, RowShards)

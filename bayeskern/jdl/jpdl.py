@@ -43,9 +43,12 @@ class PolynomialBasis(NamedTuple):
     W: jnp.ndarray
     exponents: np.ndarray
 
-    def evaluate(self, kernel, U):
+    def evaluate(self, kernel, U, name: str = "U"):
         """psi at points U (q, d): (q, m). ``kernel`` is unused (the basis defines its kernel)."""
-        return _vandermonde(as_points(U, "U"), self.exponents) @ self.W
+        U = as_points(U, name)
+        if U.shape[1] != self.exponents.shape[1]:
+            raise ValueError(f"{name} has dimension {U.shape[1]}, the basis {self.exponents.shape[1]}")
+        return _vandermonde(U, self.exponents) @ self.W
 
 
 def polynomial_basis(X, degree: int) -> PolynomialBasis:

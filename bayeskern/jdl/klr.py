@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jaxopt
 
 from .._config import require_x64
-from .._validation import as_points, check_same_length
+from .._validation import as_points, check_positive, check_same_length
 from ..fitted import fitted
 from ..kernels.base import Kernel
 from ..linalg import pivoted_cholesky
@@ -66,8 +66,7 @@ def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_r
     check_same_length(X, labels[:, None], "X and labels")
     if not bool(jnp.all((labels == 0) | (labels == 1))):
         raise ValueError("labels must be 0 or 1")
-    if not float(lam) > 0:
-        raise ValueError(f"lam must be positive, got {lam}")
+    check_positive(lam, "lam")
     if basis is None:
         basis = rotate(pivoted_cholesky(kernel_x, X, tol=tol, max_rank=max_rank), X)
     coef = _fit_coef(basis.A, labels, jnp.asarray(lam, X.dtype), gtol)

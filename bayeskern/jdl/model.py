@@ -51,13 +51,13 @@ class JointDistributionModel:
         return outcome_values(f, sample, self.n, self.H.dtype, name)
 
     # --- basis functions ------------------------------------------------------
-    def features_x(self, Xq):
+    def features_x(self, Xq, name: str = "Xq"):
         """psi_X at query points: (q, m_X), from m_X kernel evaluations per point."""
-        return self.basis_x.evaluate(self.kernel_x, Xq)
+        return self.basis_x.evaluate(self.kernel_x, Xq, name)
 
-    def features_y(self, Yq):
+    def features_y(self, Yq, name: str = "Yq"):
         """psi_Y at query points: (q, m_Y)."""
-        return self.basis_y.evaluate(self.kernel_y, Yq)
+        return self.basis_y.evaluate(self.kernel_y, Yq, name)
 
     # --- conditional expectations ---------------------------------------------
     def conditional_expectation(self, x_query, f=None) -> ConditionalExpectation:
@@ -69,12 +69,12 @@ class JointDistributionModel:
         sum_j (1 + h(x, y_j)) / n (1 for an exactly normalised conditional).
         """
         F = self._outcomes(f, self.Y, "f")
-        return self._expect(self.features_x(x_query), F, self.basis_y.A, self.H)
+        return self._expect(self.features_x(x_query, "x_query"), F, self.basis_y.A, self.H)
 
     def conditional_expectation_given_y(self, y_query, g=None) -> ConditionalExpectation:
         """E_Q[g(X) | Y = y] at query points y_query (q, d_Y): the roles of X and Y swapped."""
         G = self._outcomes(g, self.X, "g")
-        return self._expect(self.features_y(y_query), G, self.basis_x.A, self.H.T)
+        return self._expect(self.features_y(y_query, "y_query"), G, self.basis_x.A, self.H.T)
 
     def _expect(self, Psi, F, A_out, H):
         flat = F.reshape(F.shape[0], -1)
@@ -88,7 +88,8 @@ class JointDistributionModel:
         """The conditional law of Y given X = x on the training outcomes: mean (q, n) holds the weights
         (1 + h(x, y_j)) / sum_j (1 + h(x, y_j)) (summing to 1; negative entries are positivity violations).
         O(q n) memory."""
-        W = self._on_real_rows(((1.0 + self.features_x(x_query) @ self.H.T @ self.basis_y.A.T) / self.n).T).T
+        W = (1.0 + self.features_x(x_query, "x_query") @ self.H.T @ self.basis_y.A.T) / self.n
+        W = self._on_real_rows(W.T).T
         return self_normalised_expectation(W, W.sum(axis=1))
 
     def density_ratio(self, Xq, Yq):

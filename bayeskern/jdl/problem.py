@@ -5,6 +5,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import check_positive
 from .factor import RotatedBasis
 
 __all__ = ["JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objective"]
@@ -34,8 +35,7 @@ def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | N
     A_x, A_y = basis_x.A, basis_y.A
     if A_x.shape[0] != A_y.shape[0]:
         raise ValueError(f"the X and Y bases have different sample sizes ({A_x.shape[0]} and {A_y.shape[0]})")
-    if not float(lam) > 0:
-        raise ValueError(f"lam must be positive (lam = 0 leaves W singular), got {lam}")
+    check_positive(lam, "lam")  # lam = 0 leaves W singular
     n = A_x.shape[0] if n is None else int(n)
     G = A_y.T @ A_x
     a, b = A_y.sum(axis=0), A_x.sum(axis=0)

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_points, check_same_length
+from .._validation import as_matrix, as_points, check_covariance, check_same_length
 from ..jdl import fit_jdl, select_hyperparameters
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
@@ -17,9 +17,16 @@ def ekf_filter(X, f, jacobian, Q, R, m0, P0):
     """Extended Kalman filter for z_{t+1} = f(z_t) + N(0, Q), x_t = z_t + N(0, R): filtered means (T, d).
 
     Update then predict: K = P (P + R)^{-1}, m <- m + K (x - m), P <- (I - K) P (symmetrised);
-    then m <- f(m), P <- J P J^T + Q with J the Jacobian of f at the filtered mean.
+    then m <- f(m), P <- J P J^T + Q with J the Jacobian of f at the filtered mean. X (T, d); Q, R, P0 (d, d)
+    symmetric positive semidefinite, P0 + R positive definite; m0 (d,). Raises ValueError naming a bad argument.
     """
-    eye = jnp.eye(Q.shape[0], dtype=Q.dtype)
+    X = as_points(X, "X")
+    d = X.shape[1]
+    Q, R, P0 = (check_covariance(C, name, d) for C, name in ((Q, "Q"), (R, "R"), (P0, "P0")))
+    m0 = as_matrix(m0, "m0", (d,))
+    if not (callable(f) and callable(jacobian)):
+        raise TypeError("f and jacobian must be functions of the state (d,)")
+    eye = jnp.eye(d, dtype=Q.dtype)
 
     def step(state, x):
         m, P = state
@@ -47,7 +54,12 @@ def kalman_filter(X, A, Q, R, m0, P0):
 
     Returns:
         (T, d) filtered means.
+
+    Raises:
+        ValueError: for a non-finite or misshapen argument, or Q, R, P0 that are not symmetric positive
+            semidefinite covariances.
     """
+    A = as_matrix(A, "A", (as_points(X, "X").shape[1],) * 2)
     return ekf_filter(X, lambda z: A @ z, lambda z: A, Q, R, m0, P0)
 
 

@@ -1,6 +1,7 @@
 """The kernel Bayes filter (Xu et al. 2022, Algorithm 2) and its hyperparameter protocol (user guide, KBR)."""
 
 import dataclasses
+import warnings
 from functools import partial
 
 import jax
@@ -8,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, check_same_length, is_concrete
+from .._validation import as_points, as_real_array, check_finite, check_positive, check_same_length, is_concrete
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -20,7 +21,7 @@ from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID",
-           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse"]
+           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse", "OutOfRangeWarning"]
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
@@ -123,6 +124,9 @@ class KernelBayesFilter:
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+        Z = as_points(Z, "Z")
+        X = _as_observations(X, "X", points=not isinstance(sigma_x, FeatureKernel))
+        check_same_length(X, Z, "X and Z")
         lam_prime = eta if lam_prime is None else lam_prime
         if Z_prev is not None and jnp.shape(Z_prev) != jnp.shape(Z):
             raise ValueError(f"Z_prev must have the shape of Z {jnp.shape(Z)}, got {jnp.shape(Z_prev)}")
@@ -212,9 +216,26 @@ class KernelBayesFilter:
 
         Raises:
             ValueError: for non-finite observations or observations of another dimension than the training ones.
+
+        Warns:
+            OutOfRangeWarning: observations so far from every training observation that the kernel sees none of
+                them (largest k(x_t, x_i) below 1e-12 of its training scale): Bayes' rule then has nothing to
+                weigh, the weights collapse to zero and the mean printed at those steps carries no information.
+                The warning names the steps.
         """
-        X_test = as_points(X_test, "X_test")  # finite-value check when concrete
-        return _run_filter(self, X_test, return_weights)
+        X_test = _as_observations(X_test, "X_test", points=self.X.ndim == 2)
+        if X_test.shape[1:] != self.X.shape[1:]:
+            raise ValueError(f"X_test must hold observations of shape {self.X.shape[1:]} like the training X, got "
+                             f"{X_test.shape[1:]}")
+        out, support = _run_filter(self, X_test, return_weights)
+        if is_concrete(support):
+            unseen = np.flatnonzero(np.asarray(support) < 1e-12)
+            if unseen.size:
+                warnings.warn(f"{unseen.size} of {support.shape[0]} observations lie outside the training range "
+                              f"(steps {unseen[:10].tolist()}{' ...' if unseen.size > 10 else ''}): the kernel gives "
+                              "them no similarity to any training observation, so their posterior weights collapse "
+                              "to zero", OutOfRangeWarning, stacklevel=2)
+        return out
 
     def initial_state(self) -> FilterState:
         """The state before any observation: uniform predictive weights 1/T on the training atoms."""
@@ -242,6 +263,11 @@ class KernelBayesFilter:
         if x.shape != (1, self.X.shape[1]):
             raise ValueError(f"x must be one observation of dimension {self.X.shape[1]}, got shape {jnp.shape(x)}")
         return _stream_update(self, state, x)
+
+
+def _as_observations(X, name: str, points: bool):
+    """Observations as (T, d_x) points, or any real finite array (e.g. images) for a feature kernel."""
+    return as_points(X, name) if points else check_finite(as_real_array(X, name), name)
 
 
 def _uniform_weights(kbf: KernelBayesFilter):
@@ -281,8 +307,21 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
         w_next, w = _step(kbf, w_pred, g)
         return w_next, (w @ kbf.Z, w)
 
-    _, (means, weights) = jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_test))
-    return (means, weights) if return_weights else means
+    G = _observations(kbf, X_test)
+    _, (means, weights) = jax.lax.scan(step, _uniform_weights(kbf), G)
+    return ((means, weights) if return_weights else means), _support(kbf, G)
+
+
+def _support(kbf: KernelBayesFilter, G):
+    """How much the kernel sees of each new observation, relative to the training ones: max_i k(x_t, x_i) over
+    max k(x_i, x_i) for Gram columns, ||psi(x_t)||^2 over max ||psi(x_i)||^2 for features. (T~,)"""
+    if kbf.features is None:
+        return jnp.max(jnp.abs(G), axis=1) / jnp.max(jnp.abs(jnp.diag(kbf.G_X)))
+    return jnp.sum(G**2, axis=1) / jnp.max(jnp.sum(kbf.features**2, axis=1))
+
+
+class OutOfRangeWarning(UserWarning):
+    """Observations far outside the training data: the filter's weights collapsed at some steps."""
 
 
 @jax.jit

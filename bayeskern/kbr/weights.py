@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import check_positive
+from .._validation import as_matrix, check_positive
 from ..linalg import spd_solve
 
 __all__ = ["Prior", "KBRWeights", "gram_coefficient", "kulsif_gamma", "kulsif_ratio", "cme_weights",
@@ -62,7 +62,9 @@ def kulsif_gamma(G_Z, g_prior, eta, *, reg_scale: str = "operator"):
     G_Z: (n, n) latent Gram; g_prior: (n,) prior embedding at the data, K_ZU alpha.
     gamma_i approximates pi(z_i) / p(z_i): O(1), sums to about n, may be negative.
     """
+    G_Z = as_matrix(G_Z, "G_Z", square=True)
     n = G_Z.shape[0]
+    g_prior = as_matrix(g_prior, "g_prior", (n,))
     c = gram_coefficient(eta, n, 1, reg_scale, "eta")
     return n * spd_solve(G_Z + c * jnp.eye(n, dtype=G_Z.dtype), g_prior)
 
@@ -83,9 +85,16 @@ def cme_weights(G_X, G_Xq, lam, *, reg_scale: str = "operator"):
 
     The posterior embedding when the prior is the data marginal P(Z).
     """
+    G_X, G_Xq = _grams(G_X, G_Xq)
     n = G_X.shape[0]
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
     return spd_solve(G_X + c * jnp.eye(n, dtype=G_X.dtype), G_Xq)
+
+
+def _grams(G_X, G_Xq):
+    """The (n, n) Gram and (n, q) cross-Gram matrices of a weight computation, checked and in float64."""
+    G_X = as_matrix(G_X, "G_X", square=True)
+    return G_X, as_matrix(G_Xq, "G_Xq", (G_X.shape[0], None))
 
 
 def gram_factor(G, *, rtol: float = 1e-12):
@@ -199,7 +208,9 @@ def kbr_iw_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", zero_w
         ValueError: for lam <= 0, an unknown reg_scale or policy, or ``"prior"`` without prior weights.
         RuntimeError: when float64 is off.
     """
+    G_X, G_Xq = _grams(G_X, G_Xq)
     n = G_X.shape[0]
+    gamma = as_matrix(gamma, "gamma", (n,))
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
     r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
     s = _safe_sqrt(r)

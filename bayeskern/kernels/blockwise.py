@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._validation import check_finite, check_same_length, num_points
+from .._validation import check_count, check_finite, check_same_length, num_points
 from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
 from .base import Kernel
 
@@ -134,6 +134,7 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
         >>> bool(np.allclose(kernel_matvec(bk.RBF(1.0), X, X, V, block_size=128), dense))
         True
     """
+    check_count(block_size, "block_size")
     X, Y = prepare_pair(kernel, X, Y)
     if isinstance(Y, RowShards) != isinstance(V, RowShards):
         raise ValueError("V must be a RowShards exactly when Y is one (shard_rows of V's local rows)")
@@ -206,6 +207,7 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
     Raises:
         ValueError: for non-finite inputs or mismatched dimensions.
     """
+    check_count(block_size, "block_size")
     Y = X if Y is None else Y
     X, Y = prepare_pair(kernel, X, Y)
     out = matvec_rows(kernel, X, Y, _ones(Y), block_size)
@@ -215,6 +217,7 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: the sum of :func:`kernel_row_sums`,
     with the same arguments and errors; returns a scalar array (replicated on every process)."""
+    check_count(block_size, "block_size")
     Y = X if Y is None else Y
     X, Y = prepare_pair(kernel, X, Y)
     return pair_sum(kernel, X, Y, block_size)

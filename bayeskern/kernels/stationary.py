@@ -13,6 +13,7 @@ exactly k(0) and their gradients at r = 0 are finite.
 import abc
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.linalg import solve_triangular
 
 from .._validation import check_positive, is_concrete
@@ -70,6 +71,10 @@ class Stationary(Kernel):
         self.lengthscale = as_float_param(lengthscale, f"{name} lengthscale")
         if self.lengthscale.ndim > 1:
             raise ValueError(f"{name} lengthscale must be a scalar or a vector (ARD), got shape {self.lengthscale.shape}")
+        smallest = 1.0 / np.sqrt(np.finfo(self.lengthscale.dtype).max)  # below it 1 / l^2 overflows
+        if is_concrete(self.lengthscale) and not np.all(np.asarray(self.lengthscale) >= smallest):
+            raise ValueError(f"{name} lengthscale {np.asarray(self.lengthscale).tolist()} is too small: 1 / l^2 "
+                             f"overflows {self.lengthscale.dtype} and the Gram matrix would be NaN")
 
     def _scaled(self, X):
         ls = self.lengthscale
