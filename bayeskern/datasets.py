@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from ._validation import check_count
+
 __all__ = ["blobs", "normal_vs_laplace", "rotation"]
 
 
@@ -20,8 +22,7 @@ def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle
     """
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
-    if per < 1:
-        raise ValueError(f"per must be >= 1, got {per}")
+    per = check_count(per, "per")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     grid = (np.arange(3) - 1) * spacing
     centres = np.repeat(np.array([(a, b) for a in grid for b in grid]), per, axis=0)
@@ -35,8 +36,7 @@ def normal_vs_laplace(n: int, seed=0):
 
     Returns (XP, XQ), each (n, 1), drawn in that order from ``default_rng(seed)``.
     """
-    if n < 1:
-        raise ValueError(f"n must be >= 1, got {n}")
+    n = check_count(n, "n")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     xp = rng.standard_normal(n)
     xq = rng.laplace(0.0, np.sqrt(0.5), n)

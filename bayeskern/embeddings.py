@@ -116,8 +116,9 @@ def witness(X, Y, kernel: Kernel) -> KernelEmbedding:
         KernelEmbedding: positive where X has more mass than Y (as seen through k).
 
     Raises:
-        ValueError: for non-finite inputs.
+        ValueError: for non-finite inputs or samples of different dimension.
     """
+    X, Y = kernel.prepare_pair(X, Y)
     return mean_embedding(X, kernel) - mean_embedding(Y, kernel)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import bayeskern as bk
+import bayeskern.inference  # noqa: F401  (bk.inference.bkl_fit below)
 from bayeskern import compression, jdl, kbr
 from bayeskern.kernels import kernel_matvec, kernel_sum
 
@@ -77,6 +78,19 @@ CASES = [
     ("compression num_steps", lambda f: compression.ackip(X, X[:, 0], 5, key=KEY, lam_c=1e-2, num_steps=0,
                                                           progress_bar=False), ValueError, "num_steps"),
     ("compression m", lambda f: compression.jkh(X, X[:, 0], 40, key=KEY, progress_bar=False), ValueError, "m must"),
+    ("inducing count float", lambda f: bk.bke.hold_out_inducing(X, KEY, m=5.5), TypeError, "m must be an integer"),
+    ("compression key", lambda f: compression.ackip(X, X[:, 0], 5, key=0, lam_c=1e-2, progress_bar=False), TypeError,
+     "key must be a JAX PRNG key"),
+    ("BKL key missing", lambda f: bk.inference.bkl_fit(X, Y, key=None), TypeError, "key must be a JAX PRNG key"),
+    ("dataset size float", lambda f: bk.datasets.normal_vs_laplace(2.5), TypeError, "n must be an integer"),
+    ("filter state", lambda f: f["kbf"].update(None, X[0]), TypeError, "state must be a FilterState"),
+    ("spd_solve not PD", lambda f: bk.linalg.spd_solve(-np.eye(3), np.ones(3)), bk.CholeskyError, "not positive"),
+    ("gram_factor NaN", lambda f: kbr.gram_factor(np.full((3, 3), np.nan)), ValueError, "G contains"),
+    ("witness dimensions", lambda f: bk.witness(X, Y[:, :1], bk.RBF(1.0)), ValueError, "same dimension"),
+    ("posterior_mean atoms", lambda f: kbr.posterior_mean(np.ones((5, 2)), np.ones((4, 2))), ValueError,
+     "W must have shape"),
+    ("select_lambda empty", lambda f: compression.select_lambda(X, X[:, 0], X[:0], X[:0, 0], bk.RBF(1.0), bk.RBF(1.0),
+                                                                size=5, key=KEY), ValueError, "x_val is empty"),
     ("row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
      "mmd_test takes X on one process"),
 ]

@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_points
+from .._validation import as_points, check_count, check_key
 from ..compression.herding import jkh_pool_scores
 from ..kernels.base import Kernel
 from ..kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_row_sums
@@ -40,7 +40,7 @@ def hold_out_inducing(X, key, m: int | None = None):
     """
     X = as_points(X, "X")
     m = _check_size(X, m)
-    perm = jax.random.permutation(key, X.shape[0])
+    perm = jax.random.permutation(check_key(key), X.shape[0])
     return _split(X, perm[:m], perm[m:])
 
 
@@ -79,7 +79,7 @@ def _herd(kernel, X, mu, m):
 
 def _check_size(X, m):
     N, D = X.shape
-    m = default_num_inducing(N, D) if m is None else int(m)
+    m = default_num_inducing(N, D) if m is None else check_count(m, "m")
     if m < D:
         raise ValueError(f"m must be at least D = {D} inducing points, got m = {m}")
     if N - m < 1:

@@ -16,7 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._config import require_x64
-from .._validation import num_points
+from .._validation import check_key, num_points
 from ..kernels.base import Kernel
 from ..linalg import CholeskyError
 from ..optim import adam, minimise
@@ -150,6 +150,7 @@ def _pool(problem: CompressionProblem, candidates, key):
 
 def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_point, optimizer, key, kernel_x,
           kernel_y, response, standardise, block_size, progress_bar, mesh=None):
+    check_key(key)
     start = time.perf_counter()
     problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
                                   standardise=standardise, block_size=block_size, mesh=mesh)
@@ -293,6 +294,7 @@ def _loss_value(loss, params, labels, context, key):
 
 def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, key, kernel_x, kernel_y, response,
          standardise, block_size, tol, progress_bar, mesh=None):
+    check_key(key)
     start = time.perf_counter()
     problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
                                   standardise=standardise, block_size=block_size, mesh=mesh)

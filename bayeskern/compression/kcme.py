@@ -5,10 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points
+from .._validation import as_points, check_count, check_key, check_same_dim
+from ..kernels import Indicator
 from ..kernels.base import Kernel
 from ..linalg import cho_solve_psd, cholesky, jittered_cholesky
-from ._inputs import check_lambda, onehot
+from ._inputs import check_lambda, labelled, onehot
 
 __all__ = ["kcme_weights", "conditional_expectation", "class_probabilities", "validation_loss", "select_lambda",
            "COARSE_LAMBDAS"]
@@ -92,8 +93,14 @@ def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Ke
     Ties go to the larger lambda. ``size`` = m_max tunes lambda_C; ``size`` = n tunes lambda_P.
     """
     require_x64("select_lambda")
-    n = int(np.shape(x_train)[0])
-    if not 1 <= size <= n:
+    check_key(key)
+    kind = "indicator" if isinstance(kernel_y, Indicator) else "continuous"
+    x_train, y_train = labelled(x_train, y_train, kind, ("x_train", "y_train"))
+    x_val, y_val = labelled(x_val, y_val, kind, ("x_val", "y_val"))
+    check_same_dim(x_train, x_val, "x_train and x_val")
+    n = int(x_train.shape[0])
+    size = check_count(size, "size")
+    if size > n:
         raise ValueError(f"size must lie in [1, n = {n}], got {size}")
     subsets = jnp.arange(n)[None] if size == n else jax.vmap(
         lambda k: jax.random.choice(k, n, (size,), replace=False))(jax.random.split(key, n_subsets))

@@ -259,6 +259,8 @@ class KernelBayesFilter:
         Raises:
             ValueError: for a non-finite observation or one of another dimension than the training ones.
         """
+        if not isinstance(state, FilterState):
+            raise TypeError(f"state must be a FilterState (from initial_state() or update), got {type(state).__name__}")
         x = as_points(jnp.reshape(x, (1, -1)) if jnp.ndim(x) <= 1 else x, "x")
         if x.shape != (1, self.X.shape[1]):
             raise ValueError(f"x must be one observation of dimension {self.X.shape[1]}, got shape {jnp.shape(x)}")

@@ -3,11 +3,18 @@
 import jax
 import jax.numpy as jnp
 
+from .._validation import as_matrix, as_points
 from ..conditional import ConditionalExpectation, self_normalised_expectation
 from ..kernels.blockwise import kernel_matvec
 from ..kernels.stationary import RBF
 
 __all__ = ["posterior_mean", "normalized_posterior_mean", "posterior_expectation", "posterior_spread", "decode_mode"]
+
+
+def _weights_and_atoms(W, Z):
+    """W (n, q) posterior weights and Z (n, d_z) atoms, checked (one weight per atom)."""
+    Z = as_points(Z, "Z")
+    return as_matrix(W, "W", (Z.shape[0], None)), Z
 
 
 def posterior_mean(W, Z):
@@ -20,12 +27,14 @@ def posterior_mean(W, Z):
     Returns:
         (q, d_z) array.
     """
+    W, Z = _weights_and_atoms(W, Z)
     return W.T @ Z
 
 
 def normalized_posterior_mean(W, Z) -> ConditionalExpectation:
     """Self-normalised posterior mean sum_i w_i z_i / sum_i w_i for weights W (n, q) and atoms Z (n, d_z): ``mean``
     (q, d_z), ``mass`` sum_i w_i (q,); NaN and flagged ``undefined`` where |sum_i w_i| <= 1e-12."""
+    W, Z = _weights_and_atoms(W, Z)
     return self_normalised_expectation(W.T @ Z, jnp.sum(W, axis=0))
 
 
@@ -49,6 +58,7 @@ def posterior_spread(W, Z):
     Returns:
         (q, d_z, d_z) array of positive semidefinite matrices.
     """
+    W, Z = _weights_and_atoms(W, Z)
     V = jnp.maximum(W, 0.0)
     V = V / jnp.where(jnp.sum(V, axis=0) > 0, jnp.sum(V, axis=0), 1.0)
     mean = V.T @ Z
@@ -65,6 +75,7 @@ def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
     """
     W, Z = jnp.asarray(W), jnp.asarray(Z)
     kernel = RBF(sigma_z)
+    W, Z = _weights_and_atoms(W, Z)
     V = jnp.maximum(W, 0.0)
     starts = jnp.argmax(kernel_matvec(kernel, Z, Z, V), axis=0)  # best atom per column, no n x n matrix
 

@@ -103,6 +103,7 @@ def gram_factor(G, *, rtol: float = 1e-12):
     Concrete G: the dropped columns are removed (p <= n, O(n p^2) KBR updates). Under tracing the
     shape must stay static, so the dropped columns are zeroed instead (same weights).
     """
+    G = as_matrix(G, "G", square=True)
     s, U = jnp.linalg.eigh(0.5 * (G + G.T))
     keep = s > rtol * jnp.max(s)
     L = U * jnp.sqrt(jnp.where(keep, s, 0.0))

@@ -124,15 +124,26 @@ def whiten(L, B):
     return _lower_solve(L, B)
 
 
-@jax.jit
 def spd_solve(A, B):
     """Solve A X = B for symmetric positive definite A by a jittered Cholesky factor; compiled once per shape.
 
     Differentiated as a linear solve (``lax.custom_linear_solve``): the adjoint reuses the factor, so a
     gradient costs O(n^2) more per right-hand side instead of differentiating the O(n^3) factorisation.
+
+    Raises:
+        CholeskyError: A is not positive definite even with jitter (called on concrete arrays; under ``jit`` the
+            solution is NaN instead, for the caller to check).
     """
-    L = _jittered_factor(lax.stop_gradient(A), 1e-10, 8)[0]
-    return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: _chol_solve(L, R), symmetric=True)
+    X, ok = _spd_solve(A, B)
+    if is_concrete(ok) and not bool(ok):
+        raise CholeskyError("spd_solve: A is not positive definite (Cholesky failed even with jitter)")
+    return X
+
+
+@jax.jit
+def _spd_solve(A, B):
+    L, _, ok = _jittered_factor(lax.stop_gradient(A), 1e-10, 8)
+    return lax.custom_linear_solve(lambda X: A @ X, B, lambda _, R: _chol_solve(L, R), symmetric=True), ok
 
 
 def _attempts(A, jitter):
