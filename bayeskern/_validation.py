@@ -95,6 +95,9 @@ def as_real_array(x, name: str):
 
 def check_count(value, name: str, minimum: int = 1) -> int:
     """``value`` as an int >= ``minimum``, or a ``TypeError`` (not an integer) / ``ValueError`` (too small)."""
+    if isinstance(value, jax.Array) and value.ndim == 0 and jnp.issubdtype(value.dtype, jnp.integer) \
+            and is_concrete(value):
+        value = int(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     if value < minimum:

@@ -129,6 +129,8 @@ def write_atomic(path, write) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path`` (all or nothing)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"cannot write {path!r}: the folder {directory!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".part")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -61,6 +61,8 @@ def diagnose(idata, *, rhat_max: float = 1.01, min_ess: float | None = None, var
     Warns:
         MCMCWarning: when any check fails.
     """
+    if not hasattr(idata, "posterior"):
+        raise TypeError(f"idata must be an arviz InferenceData with a posterior group, got {type(idata).__name__}")
     posterior = idata.posterior if var_names is None else idata.posterior[var_names]
     chains, draws = posterior.sizes["chain"], posterior.sizes["draw"]
     min_ess = 100.0 * chains if min_ess is None else float(min_ess)

@@ -91,6 +91,13 @@ CASES = [
      "W must have shape"),
     ("select_lambda empty", lambda f: compression.select_lambda(X, X[:, 0], X[:0], X[:0, 0], bk.RBF(1.0), bk.RBF(1.0),
                                                                 size=5, key=KEY), ValueError, "x_val is empty"),
+    ("generator key", lambda f: kbr.data.circle_dynamics(10, 0), TypeError, "key must be a JAX PRNG key"),
+    ("generator size", lambda f: compression.data.heteroscedastic(-1, KEY), ValueError, "n must be >= 1"),
+    ("Nystrom dimension", lambda f: kbr.nystrom_features(bk.RBF(1.0), X[:5])(Y[:, :1]), ValueError,
+     "X and the landmarks"),
+    ("diagnose input", lambda f: bk.inference.diagnose("junk"), TypeError, "idata must be an arviz InferenceData"),
+    ("save to a missing folder", lambda f: f["jdl"].save("/nonexistent-folder/m.npz"), FileNotFoundError,
+     "does not exist"),
     ("row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
      "mmd_test takes X on one process"),
 ]

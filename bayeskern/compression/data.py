@@ -6,6 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
+from .._validation import check_count, check_key
+
 __all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_standardised",
            "heteroscedastic_quadrature", "imbalanced", "TEST_FUNCTIONS", "gaussian_expectation",
            "train_val_test_split", "sklearn_dataset"]
@@ -13,6 +15,8 @@ __all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_st
 
 def heteroscedastic(n: int, key):
     """X ~ U(-3, 3), Y = X sin(3X) + (0.1 + 0.5|X|) eps: x (n, 1), y (n, 1)."""
+    check_key(key)
+    n = check_count(n, "n")
     kx, ke = jax.random.split(key)
     x = jax.random.uniform(kx, (n, 1), minval=-3.0, maxval=3.0)
     mean, sd = heteroscedastic_truth(x[:, 0])
@@ -104,6 +108,7 @@ def gaussian_expectation(name: str, mu, tau):
 
 def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
     """Random 80/10/10 (default) split: ((x, y) train, (x, y) validation, (x, y) test)."""
+    check_key(key)
     n = len(x)
     perm = np.asarray(jax.random.permutation(key, n))
     n_val, n_test = int(round(val * n)), int(round(test * n))

@@ -4,6 +4,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import check_count, check_key
+
 __all__ = [
     "archakov_hansen_correlation",
     "random_correlation",
@@ -46,12 +48,16 @@ def archakov_hansen_correlation(gamma, p: int, *, max_iter: int = 10_000) -> np.
 
 def random_correlation(key, p: int) -> np.ndarray:
     """Archakov-Hansen correlation matrix with gamma_k ~ U(-1, 1) iid."""
+    check_key(key)
+    p = check_count(p, "p")
     gamma = jax.random.uniform(key, (p * (p - 1) // 2,), minval=-1.0, maxval=1.0, dtype=jnp.float64)
     return archakov_hansen_correlation(np.asarray(gamma), p)
 
 
 def gaussian_pairs(key, C, n: int):
     """z ~ N(0, C) in R^{2d}: X = z[:, :d], Y = z[:, d:] (each (n, d))."""
+    check_key(key)
+    n = check_count(n, "n")
     C = np.asarray(C)
     d = C.shape[0] // 2
     z = jax.random.multivariate_normal(key, jnp.zeros(2 * d), jnp.asarray(C), (n,), method="eigh")
@@ -75,6 +81,9 @@ def _cumulative_averages(u, d):
 
 def uniform_cumulative(key, n: int, d: int):
     """Cumulative averages z_k = (u_1 + ... + u_k) / k of u ~ U(0, 1)^{2d}: X = z_{1..d}, Y = z_{d+1..2d}."""
+    check_key(key)
+    n = check_count(n, "n")
+    d = check_count(d, "d")
     return _cumulative_averages(jax.random.uniform(key, (n, 2 * d), dtype=jnp.float64), d)
 
 
@@ -92,12 +101,17 @@ def uniform_moments(X):
 
 def cauchy_cumulative(key, n: int, d: int, scale: float = 0.1):
     """As :func:`uniform_cumulative` with u_k iid Cauchy(0, scale): no conditional moments exist."""
+    check_key(key)
+    n = check_count(n, "n")
+    d = check_count(d, "d")
     return _cumulative_averages(scale * jax.random.cauchy(key, (n, 2 * d), dtype=jnp.float64), d)
 
 
 def ff_synthetic(key, T: int = 26_000, series: int = 25, burn_in: int = 1000):
     """Fama-French stand-in: z (T, series) = beta_i f_t + e_ti with an AR(1)-GARCH(1,1) factor and
     GARCH(1,1) idiosyncratic terms, Student-t innovations (df 4 and 5, unit variance)."""
+    check_key(key)
+    T = check_count(T, "T")
     phi, alpha, beta, s_f, s_e = 0.05, 0.08, 0.90, 0.01, 0.006
     omega_f, omega_e = (1 - alpha - beta) * s_f**2, (1 - alpha - beta) * s_e**2
     loadings = 0.7 + 0.6 * jnp.arange(series) / (series - 1)

@@ -6,6 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import check_count, check_key
+
 __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_transition", "circle_dynamics",
            "linear_gaussian_sequence", "CIRCLE_SETTINGS", "sprite_sequence", "panorama_scene", "panorama_sequence"]
 
@@ -27,6 +29,9 @@ def gaussian_posterior_task(d: int, key, *, n: int = 200, m: int = 200, n_cond: 
 
     Ground truth E_Q[Z | x] = V_ZX / 2 (V_XX - V_XZ V_ZZ^{-1} V_ZX / 2)^{-1} (x - 1), by Gaussian conditioning.
     """
+    check_key(key)
+    d = check_count(d, "d")
+    n = check_count(n, "n")
     if d < 1:
         raise ValueError(f"d must be at least 1, got {d}")
     kA, kP, kU, kC = jax.random.split(key, 4)
@@ -91,6 +96,9 @@ def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation"
 
     Steps 1..T are the training trajectory, T+1..T+T_test its continuation (the test sequence).
     """
+    check_key(key)
+    T = check_count(T, "T")
+    T_test = check_count(T_test, "T_test")
     f, _ = circle_transition(setting, amp_phase)
     kz, kx = jax.random.split(key)
     noise_z = sigma_z * jax.random.normal(kz, (T + T_test, 2))
@@ -107,6 +115,9 @@ def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation"
 def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, q: float = 0.3,
                              r: float = 0.5) -> Sequence:
     """z_{t+1} = a z_t + N(0, q^2), x_t = z_t + N(0, r^2), z_1 from the stationary N(0, q^2 / (1 - a^2))."""
+    check_key(key)
+    T = check_count(T, "T")
+    T_test = check_count(T_test, "T_test")
     k1, kz, kx = jax.random.split(key, 3)
     z1 = jax.random.normal(k1, (1,)) * q / jnp.sqrt(1 - a**2)
 
@@ -140,6 +151,9 @@ def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noi
 
     X: (T, size^2) flattened grayscale images (size 64 or 32); Z: (T, 2) latents.
     """
+    check_key(key)
+    T = check_count(T, "T")
+    T_test = check_count(T_test, "T_test")
     if size not in (32, 64):
         raise ValueError(f"size must be 64 or 32, got {size}")
     k_seq, k_pos, k_pix = jax.random.split(key, 3)
@@ -156,6 +170,7 @@ _PALETTE = np.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.
 
 def panorama_scene(key, num_pillars: int = 12):
     """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours."""
+    check_key(key)
     k1, k2, k3, k4 = jax.random.split(key, 4)
     return dict(centre=jax.random.uniform(k1, (num_pillars,), maxval=2 * jnp.pi),
                 width=jax.random.uniform(k2, (num_pillars,), minval=0.05, maxval=0.3),
@@ -182,6 +197,9 @@ def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sig
     """The DeepMind-Lab stand-in: heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2),
     latent z = (cos theta, sin theta), image = the view at theta + N(0, sigma_x^2) of a fixed scene
     (``scene_key``, default seed 0) plus N(0, 0.1^2) pixel noise. X: (T, 5184); Z: (T, 2)."""
+    check_key(key)
+    T = check_count(T, "T")
+    T_test = check_count(T_test, "T_test")
     scene = panorama_scene(jax.random.key(0) if scene_key is None else scene_key)
     k_theta, k_view, k_pix = jax.random.split(key, 3)
     steps = omega + sigma_theta * jax.random.normal(k_theta, (T + T_test,))

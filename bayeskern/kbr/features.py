@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 from ..fitted import saveable
 from ..optim import adamw, minimise
-from .._validation import as_points, check_positive, check_same_length
+from .._validation import as_points, check_positive, check_same_dim, check_same_length
 from ..kernels.base import Kernel
 from ..linalg import jittered_cholesky, pivoted_cholesky, spd_solve, whiten
 from .weights import gram_coefficient
@@ -84,7 +84,9 @@ class NystromFeatures(NamedTuple):
     factor: jax.Array  # (p, p) lower Cholesky factor of k(landmarks, landmarks)
 
     def __call__(self, X):
-        """Features (n, p) of points X (n, d)."""
+        """Features (n, p) of points X (n, d) (of the landmarks' dimension)."""
+        X = self.kernel.prepare(X, "X")
+        check_same_dim(X, self.landmarks, "X and the landmarks")
         return whiten(self.factor, self.kernel.evaluate(self.landmarks, X)).T
 
 
