@@ -98,6 +98,7 @@ CASES = [
     ("diagnose input", lambda f: bk.inference.diagnose("junk"), TypeError, "idata must be an arviz InferenceData"),
     ("save to a missing folder", lambda f: f["jdl"].save("/nonexistent-folder/m.npz"), FileNotFoundError,
      "does not exist"),
+    ("complex V", lambda f: kernel_matvec(bk.RBF(1.0), X, X, np.ones(40) + 1j), TypeError, "V must be real"),
     ("row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
      "mmd_test takes X on one process"),
 ]

@@ -35,7 +35,7 @@ WORKER = textwrap.dedent("""
     from bayeskern.inference import run_nuts
     from bayeskern.jdl import fit_jdl
     from bayeskern.models import bke_model
-    from bayeskern.sharding import RowShards, load_rows, local_rows, shard_rows
+    from bayeskern.sharding import load_rows, local_rows, shard_rows
 
     def close(a, b, rtol):
         a, b = np.asarray(a, float), np.asarray(b, float)

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._validation import check_count, check_finite, check_same_length, num_points
+from .._validation import as_real_array, check_count, check_finite, check_same_length, num_points
 from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
 from .base import Kernel
 
@@ -139,7 +139,7 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
     if isinstance(Y, RowShards) != isinstance(V, RowShards):
         raise ValueError("V must be a RowShards exactly when Y is one (shard_rows of V's local rows)")
     values = V.values if isinstance(V, RowShards) else V
-    values = check_finite(jnp.asarray(values), "V")
+    values = check_finite(as_real_array(values, "V"), "V")  # a complex V is refused, never truncated
     if not jnp.issubdtype(values.dtype, jnp.floating):
         values = values.astype(jnp.result_type(float))
     if values.ndim not in (1, 2):
@@ -210,8 +210,8 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
     check_count(block_size, "block_size")
     Y = X if Y is None else Y
     X, Y = prepare_pair(kernel, X, Y)
-    out = matvec_rows(kernel, X, Y, _ones(Y), block_size)
-    return out.with_values(out.values[:, 0]) if isinstance(out, RowShards) else out[:, 0]
+    sums = row_sums(kernel, X, Y, block_size)
+    return X.with_values(sums) if isinstance(X, RowShards) else sums
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
