@@ -7,10 +7,10 @@ JDL/JPDL models, the low-rank CME, compression results (their KCME) and KBR post
 import jax
 import jax.numpy as jnp
 
+from ._validation import as_real_array, check_finite
 from .fitted import fitted
 
-__all__ = ["ConditionalExpectation", "UNDEFINED_MASS", "weighted_expectation", "self_normalised_expectation",
-           "outcome_values"]
+__all__ = ["ConditionalExpectation", "UNDEFINED_MASS", "weighted_expectation", "self_normalised_expectation"]
 
 UNDEFINED_MASS = 1e-12
 """A self-normalised conditional whose total mass |sum of weights| is at most this is flagged undefined."""
@@ -36,6 +36,9 @@ class ConditionalExpectation:
 
 def weighted_expectation(W, F) -> ConditionalExpectation:
     """The linear read-out W F: weights W (q, n) on outcomes with values F (n, ...); defined everywhere."""
+    W, F = _real(W, "W"), _real(F, "F")
+    if W.ndim != 2 or F.ndim == 0 or F.shape[0] != W.shape[1]:
+        raise ValueError(f"W must be (q, n) and F (n, ...) with the same n, got shapes {W.shape} and {F.shape}")
     flat = F.reshape(F.shape[0], -1)
     mean = (W @ flat).reshape((W.shape[0],) + F.shape[1:])
     return ConditionalExpectation(mean, W.sum(axis=1), jnp.zeros(W.shape[0], bool))
@@ -43,6 +46,9 @@ def weighted_expectation(W, F) -> ConditionalExpectation:
 
 def self_normalised_expectation(numerator, mass) -> ConditionalExpectation:
     """numerator / mass per query (numerator (q, ...), mass (q,)), NaN and flagged where |mass| <= UNDEFINED_MASS."""
+    numerator, mass = _real(numerator, "numerator"), _real(mass, "mass")
+    if mass.ndim != 1 or numerator.ndim == 0 or numerator.shape[0] != mass.shape[0]:
+        raise ValueError(f"numerator must be (q, ...) and mass (q,), got shapes {numerator.shape} and {mass.shape}")
     undefined = jnp.abs(mass) <= UNDEFINED_MASS
     safe = jnp.where(undefined, 1.0, mass)
     shape = (-1,) + (1,) * (numerator.ndim - 1)
@@ -54,14 +60,15 @@ def outcome_values(f, outcomes, n: int, dtype, name: str = "f"):
     """Values of the test function on the training outcomes: ``f`` a callable (applied to ``outcomes``), an array
     with one row per outcome (leading axis n), or None (the identity). Checked finite; (n, ...)."""
     values = outcomes if f is None else (f(outcomes) if callable(f) else f)
-    values = jnp.asarray(values)
-    if not (jnp.issubdtype(values.dtype, jnp.floating) or jnp.issubdtype(values.dtype, jnp.integer)
-            or values.dtype == jnp.bool_):
-        raise TypeError(f"{name} must give real numbers, got dtype {values.dtype}")
-    values = values.astype(dtype)
+    values = as_real_array(values, name).astype(dtype)
     if values.ndim == 0 or values.shape[0] != n:
         raise ValueError(f"{name} must hold one value per training outcome (leading axis {n}), "
                          f"got shape {values.shape}")
     if not bool(jnp.all(jnp.isfinite(values))):
         raise ValueError(f"{name} contains non-finite values")
     return values
+
+
+def _real(a, name):
+    a = check_finite(as_real_array(a, name), name)
+    return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))

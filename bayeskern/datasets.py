@@ -9,6 +9,8 @@ __all__ = ["blobs", "normal_vs_laplace", "rotation"]
 
 def rotation(angle: float) -> np.ndarray:
     """2-D rotation matrix R(angle): (2, 2)."""
+    if not (isinstance(angle, (int, float, np.floating, np.integer)) and np.isfinite(angle)):
+        raise ValueError(f"angle must be a finite number (radians), got {angle!r}")
     c, s = np.cos(angle), np.sin(angle)
     return np.array([[c, -s], [s, c]])
 

@@ -47,6 +47,7 @@ def static(**kwargs):
 
 def saveable(cls):
     """Register a component class (a NamedTuple or dataclass held by fitted objects) for :func:`load`."""
+    _check_class(cls)
     tag = cls.__name__
     if _REGISTRY.get(tag, cls) is not cls:
         raise RuntimeError(f"two saveable classes share the name {tag!r}")
@@ -56,6 +57,7 @@ def saveable(cls):
 
 def fitted(cls):
     """Class decorator: a frozen dataclass, a JAX pytree, registered for :func:`load`, with ``.save(path)``."""
+    _check_class(cls)
     cls = dataclasses.dataclass(frozen=True)(cls)
     fields = dataclasses.fields(cls)
     meta = [f.name for f in fields if f.metadata.get("static")]
@@ -72,7 +74,14 @@ def _save_method(self, path) -> None:
 
 def is_registered(tag: str) -> bool:
     """Whether a class tag (as stored in a file) names a class that :func:`load` can build now."""
+    if not isinstance(tag, str):
+        raise TypeError(f"tag must be a class name (a string), got {tag!r}")
     return tag in _REGISTRY
+
+
+def _check_class(cls):
+    if not isinstance(cls, type):
+        raise TypeError(f"cls must be a class to decorate, got {cls!r}")
 
 
 # --- encoding -----------------------------------------------------------------------------------------------
@@ -127,7 +136,9 @@ def save(obj, path) -> None:
 
 def write_atomic(path, write) -> None:
     """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path`` (all or nothing)."""
-    path = os.fspath(path)
+    path = _path(path)
+    if not callable(write):
+        raise TypeError(f"write must be a function write(file) that writes the contents, got {type(write).__name__}")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"cannot write {path!r}: the folder {directory!r} does not exist")
@@ -191,7 +202,7 @@ def _opened(path):
 
 def read_tag(path) -> str | None:
     """The class tag of the object saved in ``path`` (None for a plain value); reads the header only."""
-    with _opened(path) as (header, _):
+    with _opened(_path(path)) as (header, _):
         obj = header["object"]
     return obj.get("object") if isinstance(obj, dict) else None
 
@@ -269,3 +280,9 @@ def load(path):
     """
     with _opened(path) as (header, archive):
         return _Decoder(archive, path)(header["object"])
+
+
+def _path(path):
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
+    return os.fspath(path)

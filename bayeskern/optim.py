@@ -17,6 +17,7 @@ import optax
 from jax import lax
 from tqdm.auto import tqdm
 
+from ._validation import check_count, check_key, check_positive
 from .fitted import fitted
 
 __all__ = ["optax_scan", "minimise", "Minimised", "adam", "adamw"]
@@ -25,12 +26,16 @@ __all__ = ["optax_scan", "minimise", "Minimised", "adam", "adamw"]
 @lru_cache(maxsize=None)
 def adam(learning_rate: float) -> optax.GradientTransformation:
     """``optax.adam``, one object per learning rate (compiled loops taking it as a static argument are reused)."""
+    check_positive(learning_rate, "learning_rate")
     return optax.adam(learning_rate)
 
 
 @lru_cache(maxsize=None)
 def adamw(learning_rate: float, weight_decay: float) -> optax.GradientTransformation:
     """``optax.adamw``, one object per setting (so compiled loops that take it as a static argument are reused)."""
+    check_positive(learning_rate, "learning_rate")
+    if not (isinstance(weight_decay, (int, float)) and 0 <= weight_decay < float("inf")):
+        raise ValueError(f"weight_decay must be non-negative and finite, got {weight_decay!r}")
     return optax.adamw(learning_rate, weight_decay=weight_decay)
 
 
@@ -40,6 +45,13 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, le
 
     Returns (params, opt_state, carry, trace (steps,) of the loss before each step).
     """
+    if not callable(loss):
+        raise TypeError(f"loss must be a function loss(params, carry, data, key), got {loss!r}")
+    if keys is None and length is None:
+        raise ValueError("pass keys (one per step) or length (the number of steps)")
+    if length is not None:
+        length = check_count(length, "length")
+
     def step(state, key):
         p, s, c = state
         (value, c), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
@@ -79,12 +91,11 @@ def minimise(loss, params, optimizer, *, num_steps: int, data=None, carry=None, 
     ``optimizer`` and ``after_round`` are static: pass module-level functions (or partials of them with hashable
     settings) so repeated calls reuse the compiled rounds.
     """
-    if int(num_steps) != num_steps or num_steps < 1:
-        raise ValueError(f"num_steps must be a positive integer, got {num_steps}")
-    steps_per_round = int(num_steps) if steps_per_round is None else int(steps_per_round)
-    if steps_per_round < 1:
-        raise ValueError(f"steps_per_round must be a positive integer, got {steps_per_round}")
-    key = jax.random.key(0) if key is None else key
+    num_steps = check_count(num_steps, "num_steps")
+    steps_per_round = num_steps if steps_per_round is None else check_count(steps_per_round, "steps_per_round")
+    if tol is not None:
+        check_positive(tol, "tol")
+    key = jax.random.key(0) if key is None else check_key(key)
     opt_state = optimizer.init(params)
     rounds = -(-int(num_steps) // steps_per_round)
     trace, previous = [], None

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._validation import as_real_array, check_count, check_finite
 from .fitted import write_atomic
 
 __all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
@@ -17,6 +18,7 @@ def save_figure(fig, path, dpi: int = 120) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
+    check_count(dpi, "dpi")
     write_atomic(path, lambda f: fig.savefig(f, dpi=dpi, format=path.suffix.lstrip(".") or "png"))
     plt.close(fig)
     return path
@@ -27,7 +29,7 @@ def plot_ranges(ax, groups: dict, names):
 
     groups: {label: (reps, len(names)) values}; the x axis is labelled with ``names``."""
     for i, (label, values) in enumerate(groups.items()):
-        values = np.asarray(values)
+        values = _values(values, f"groups[{label!r}]")
         mean = values.mean(0)
         pos = np.arange(len(names)) + 0.25 * (i - (len(groups) - 1) / 2)
         ax.errorbar(pos, mean, yerr=[mean - values.min(0), values.max(0) - mean], fmt="o", capsize=3, label=label)
@@ -36,8 +38,9 @@ def plot_ranges(ax, groups: dict, names):
 
 def plot_null_distribution(ax, result, label: str = "statistic"):
     """Histogram of the permutation null with the observed statistic marked."""
-    if result.null_samples is None:
-        raise ValueError(f"the result (method={result.method!r}) has no permutation null to plot")
+    if getattr(result, "null_samples", None) is None:
+        raise ValueError(f"result has no null_samples to plot (a permutation test's result; got "
+                         f"method={getattr(result, 'method', None)!r})")
     ax.hist(result.null_samples, bins=40, color="0.7", label="permutation null")
     ax.axvline(result.statistic, color="C3", lw=2, label=f"observed (p = {result.p_value:.3g})")
     ax.set_xlabel(label)
@@ -47,7 +50,7 @@ def plot_null_distribution(ax, result, label: str = "statistic"):
 
 def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q")):
     """Witness values on a 1-D grid, optional (lower, upper) band and rug plots of the samples."""
-    grid = np.asarray(grid).ravel()
+    grid, values = _values(grid, "grid").ravel(), _values(values, "values")
     ax.axhline(0.0, color="0.5", lw=0.8)
     if band is not None:
         ax.fill_between(grid, np.asarray(band[0]), np.asarray(band[1]), color="C0", alpha=0.25, label="band")
@@ -63,6 +66,9 @@ def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q
 
 def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
     """Filled contour of witness values on a mesh (xx, yy, values all of one 2-D shape)."""
+    xx, yy, values = _values(xx, "xx"), _values(yy, "yy"), _values(values, "values")
+    if not xx.shape == yy.shape == values.shape or xx.ndim != 2:
+        raise ValueError(f"xx, yy and values must share one 2-D shape, got {xx.shape}, {yy.shape}, {values.shape}")
     lim = float(np.max(np.abs(values))) or 1.0
     cs = ax.contourf(xx, yy, values, levels=21, cmap="RdBu_r", vmin=-lim, vmax=lim)
     for sample, colour, name in ((X, "C1", labels[0]), (Y, "C2", labels[1])):
@@ -77,6 +83,8 @@ def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
 
 def plot_likelihood_curve(ax, fit, median=None):
     """BKE pseudolikelihood L(theta) on the type-II grid with the optimum, local maxima and median marked."""
+    if getattr(fit, "curve", None) is None:
+        raise TypeError(f"fit must be a type-II result with a likelihood curve (inference.fit_type2), got {fit!r}")
     finite = np.isfinite(fit.curve)
     ax.semilogx(fit.grid[finite], fit.curve[finite], color="C0", lw=1.5)
     for theta, value in fit.local_maxima[1:]:
@@ -90,3 +98,8 @@ def plot_likelihood_curve(ax, fit, median=None):
     ax.set_xlabel("lengthscale")
     ax.set_ylabel(f"log pseudolikelihood (tau2 = {fit.tau2:g}, m = {fit.m})")
     ax.legend(fontsize=8)
+
+
+def _values(a, name):
+    """Plotted values as a finite NumPy array (strings, complex numbers and NaN refused, naming ``name``)."""
+    return np.asarray(check_finite(as_real_array(a, name), name))

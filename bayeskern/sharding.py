@@ -23,6 +23,8 @@ AXIS = "rows"
 def row_mesh(devices=None) -> Mesh:
     """A 1-D mesh with axis "rows" over ``devices`` (default: every device of every process)."""
     devices = jax.devices() if devices is None else list(devices)
+    if not devices:
+        raise ValueError("devices is empty: give at least one device (default: jax.devices())")
     return Mesh(np.asarray(devices), (AXIS,))
 
 
@@ -102,6 +104,10 @@ def shard_rows(local_rows, mesh: Mesh | None = None) -> RowShards:
     if mesh.axis_names != (AXIS,):
         raise ValueError(f"mesh must be 1-D with axis 'rows' (bayeskern.sharding.row_mesh), got {mesh.axis_names}")
     local = np.asarray(local_rows)
+    if local.dtype.kind not in "biuf":  # the checks of bayeskern._validation, which builds on this module
+        raise TypeError(f"local_rows must hold real numbers, got dtype {local.dtype}")
+    if local.dtype.kind == "f" and not np.all(np.isfinite(local)):
+        raise ValueError("local_rows contains NaN or inf")
     if local.ndim == 0:
         raise ValueError("local_rows must have a leading row axis, got a scalar")
     counts = _all_processes(np.array([local.shape[0]], np.int64))[:, 0]
@@ -180,6 +186,9 @@ def load_rows(path, mesh: Mesh | None = None, *, start: int = 0, stop: int | Non
     data = np.load(path, mmap_mode="r")
     if data.ndim == 0:
         raise ValueError(f"{path} holds a scalar, not rows")
+    for name, value in (("start", start), ("stop", stop)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))):
+            raise TypeError(f"{name} must be an integer row index, got {value!r}")
     stop = data.shape[0] if stop is None else stop
     if not 0 <= start < stop <= data.shape[0]:
         raise ValueError(f"need 0 <= start < stop <= {data.shape[0]} (the rows of {path}), got start={start}, "
@@ -190,6 +199,8 @@ def load_rows(path, mesh: Mesh | None = None, *, start: int = 0, stop: int | Non
 
 def local_rows(rows: RowShards) -> np.ndarray:
     """The real rows this process holds (its part of the sample, in order), as a NumPy array."""
+    if not isinstance(rows, RowShards):
+        raise TypeError(f"rows must be a RowShards (shard_rows), got {type(rows).__name__}")
     shards = sorted(rows.values.addressable_shards, key=lambda s: s.index[0].start or 0)
     masks = {(s.index[0].start or 0): np.asarray(s.data) for s in rows.mask.addressable_shards}
     return np.concatenate([np.asarray(s.data)[masks[s.index[0].start or 0]] for s in shards])

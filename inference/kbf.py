@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskern._validation import as_points, check_same_length
+from bayeskern._validation import as_points, as_real_array, check_count, check_finite, check_key, check_same_length
 from bayeskern.kbr.filter import KernelBayesFilter, TuneResult
 from bayeskern.kbr.lowrank import filter_landmarks, landmark_ridges
 from bayeskern.kernels.heuristics import median_heuristic
@@ -27,6 +27,9 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
         dict of the model's sites (``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s``) for ``run_nuts``'s
         ``init_values``.
     """
+    if not isinstance(tuned, TuneResult):
+        raise TypeError(f"tuned must be the TuneResult of kbr.tune_kbf, got {type(tuned).__name__}")
+    dim_z = check_count(dim_z, "dim_z")
     mse = tuned.validation_mse[(tuned.c, tuned.lam)]
     return {"log_cx": jnp.log(tuned.c), "log_cz": jnp.log(tuned.c), "log_lam": jnp.log(tuned.lam),
             "log_eta": jnp.log(tuned.eta), "log_s": 0.5 * jnp.log(mse / dim_z)}
@@ -79,8 +82,17 @@ def posterior_predictive_filter(samples: dict, X, Z, X_test, *, key, method: str
     """
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
+    if method not in ("iw", "original"):
+        raise ValueError(f"method must be 'iw' or 'original', got {method!r}")
+    check_key(key)
+    num_draws, noise_draws = check_count(num_draws, "num_draws"), check_count(noise_draws, "noise_draws")
     X, Z, X_test = as_points(X, "X"), as_points(Z, "Z"), as_points(X_test, "X_test")
     check_same_length(X, Z, "X and Z")
+    if X_test.shape[1] != X.shape[1]:
+        raise ValueError(f"X_test must hold observations of dimension {X.shape[1]} like X, got {X_test.shape}")
+    missing = sorted({"log_cx", "log_cz", "log_lam", "log_eta", "log_s"} - set(samples))
+    if missing:
+        raise ValueError(f"samples lacks the sites {missing} of models.kbf_hyper_model (pass MCMCResult.draws())")
     total = np.shape(samples["log_cx"])[0]
     idx = np.unique(np.linspace(0, total - 1, min(num_draws, total)).astype(int))
     theta = {k: jnp.asarray(np.asarray(v)[idx]) for k, v in samples.items() if k.startswith("log_")}
@@ -127,7 +139,8 @@ def band_coverage(band, Z_true) -> float:
     Raises:
         ValueError: when the band is not (2,) + Z_true.shape.
     """
-    band, Z_true = np.asarray(band), np.asarray(Z_true)
+    band = np.asarray(check_finite(as_real_array(band, "band"), "band"))
+    Z_true = np.asarray(check_finite(as_real_array(Z_true, "Z_true"), "Z_true"))
     if band.shape != (2,) + Z_true.shape:
         raise ValueError(f"band must have shape (2,) + Z_true.shape = {(2,) + Z_true.shape}, got {band.shape}")
     return float(np.mean((Z_true >= band[0]) & (Z_true <= band[1])))

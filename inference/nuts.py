@@ -13,6 +13,7 @@ from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
 from numpyro.infer.util import initialize_model
 from tqdm.auto import tqdm
 
+from bayeskern._validation import check_count, check_key
 from bayeskern.fitted import fitted, static
 
 from ._arviz import az
@@ -148,9 +149,9 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     """
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
+    check_key(key)
     for name, value in (("num_chains", num_chains), ("num_warmup", num_warmup), ("num_samples", num_samples)):
-        if int(value) != value or value < (0 if name == "num_warmup" else 1):
-            raise ValueError(f"{name} must be a {'non-negative' if name == 'num_warmup' else 'positive'} integer, got {value}")
+        check_count(value, name, minimum=0 if name == "num_warmup" else 1)
     if not 0 < target_accept < 1:
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     if not isinstance(dense_mass, bool):

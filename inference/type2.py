@@ -8,7 +8,7 @@ import jaxopt
 import numpy as np
 import scipy.optimize
 
-from bayeskern._validation import check_positive
+from bayeskern._validation import as_real_array, check_count, check_key, check_positive
 from bayeskern.fitted import fitted, static
 from bayeskern.bke.objective import SEPseudolikelihood
 from bayeskern.kernels import RBF, median_heuristic
@@ -62,6 +62,10 @@ def log_grid(X, Z=None, *, size: int = 161, low: float = 0.01, high: float = 3.0
     Returns:
         (size,) array.
     """
+    size = check_count(size, "size")
+    check_positive(low, "low"), check_positive(high, "high")
+    if not low < high:
+        raise ValueError(f"low must be below high, got low = {low}, high = {high}")
     med = float(median_heuristic(X, Z))
     return np.geomspace(low * med, high * med, size)
 
@@ -161,6 +165,9 @@ def fit_type2(X, Z, tau2=1.0, *, grid=None, ard: bool = False, learn_tau2: bool 
         (10, 190, True)
     """
     tau2 = float(check_positive(tau2, "tau2"))
+    n_starts = check_count(n_starts, "n_starts")
+    if key is not None:
+        check_key(key)
     objective = SEPseudolikelihood.build(X, Z, convention=convention, volume=volume, nu=nu, eta=eta, center=center,
                                          r_scale=r_scale)
     grid = log_grid(objective.X, objective.Z) if grid is None else np.asarray(check_positive(grid, "grid"), float)
@@ -243,7 +250,7 @@ def tau2_profile(X, Z, lengthscales, *, tau2_bounds=(1e-14, 1e4), convention: st
     objective = SEPseudolikelihood.build(X, Z, convention=convention)
     lo, hi = np.log(tau2_bounds[0]), np.log(tau2_bounds[1])
     values, tau2_star = [], []
-    for theta in np.atleast_1d(np.asarray(check_positive(lengthscales, "lengthscales"), float)):
+    for theta in np.atleast_1d(np.asarray(check_positive(as_real_array(lengthscales, "lengthscales"), "lengthscales"), float)):
         grid = np.linspace(lo, hi, 65)
         curve = np.asarray(_tau2_curve(objective, jnp.asarray(theta), jnp.asarray(grid)))
         i = int(np.nanargmax(np.where(np.isfinite(curve), curve, -np.inf)))

@@ -10,7 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from bayeskern._validation import as_points, check_positive, check_same_length
+from bayeskern._validation import as_points, check_count, check_positive, check_same_length
 from bayeskern.compression import ackip
 from bayeskern.kbr.features import select_landmarks
 from bayeskern.kbr.filter import KernelBayesFilter
@@ -77,7 +77,8 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
     T = X.shape[0]
-    V = min(n_val, T // 2)
+    V = min(check_count(n_val, "n_val"), T // 2)
+    burn_in = check_count(burn_in, "burn_in", minimum=0)
     if T - V < 3 or V <= burn_in:
         raise ValueError(f"training sequence too short: T = {T} gives {T - V} fit and {V} validation steps; "
                          f"need at least 3 fit steps and more than burn_in = {burn_in} validation steps")
@@ -165,6 +166,11 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
     if method not in HYPER_PRIORS["log_lam"]:
         raise ValueError(f"method must be one of {tuple(HYPER_PRIORS['log_lam'])}, got {method!r}")
     check_positive(tau, "tau")
+    if not isinstance(split, FilterSplit):
+        raise TypeError(f"split must be a FilterSplit (split_for_validation), got {type(split).__name__}")
+    burn_in = check_count(burn_in, "burn_in", minimum=0)
+    if burn_in >= split.X_val.shape[0]:
+        raise ValueError(f"burn_in must be below the {split.X_val.shape[0]} validation steps, got {burn_in}")
     log_cx, log_cz = _normal("log_cx"), _normal("log_cz")
     log_lam, log_eta = _normal("log_lam", method), _normal("log_eta")
     lam_prime = None if tie_transition else jnp.exp(_normal("log_lam_prime"))

@@ -5,6 +5,7 @@ values, wrong shape or dimension, counts that are not integers, non-positive sca
 inputs far outside the training data) and states the error class and a message fragment that names the argument.
 """
 
+import re
 import warnings
 
 import jax
@@ -12,8 +13,17 @@ import numpy as np
 import pytest
 
 import bayeskern as bk
-import bayeskern.inference  # noqa: F401  (bk.inference.bkl_fit below)
-from bayeskern import compression, jdl, kbr
+import bayeskern.cli
+import bayeskern.inference as inf
+import bayeskern.models as mdl
+from bayeskern import bke, compression, datasets, jdl, kbr, optim, plotting, sharding
+from bayeskern import compression as cp
+from bayeskern import conditional as cond
+from bayeskern import kernels as kn
+from bayeskern import linalg as la
+from bayeskern.compression import data as cdata
+from bayeskern.compression import exact_gaussian as eg
+from bayeskern.kbr import data as kdata
 from bayeskern.kernels import kernel_matvec, kernel_sum
 
 RNG = np.random.default_rng(0)
@@ -29,85 +39,459 @@ def fits():
             "kbf": kbr.KernelBayesFilter.build(X, X, 1.0, 1.0, 1e-3, 1e-3)}
 
 
-# (id, call, error, message fragment naming the argument)
+# (public name, id, call, error, message fragment naming the argument)
 CASES = [
-    ("string data", lambda f: bk.mmd2_unbiased([["a", "b"]] * 3, Y, bk.RBF(1.0)), TypeError, "X must hold real"),
-    ("object data", lambda f: bk.mmd2_biased(X, np.array([object()] * 3), bk.RBF(1.0)), TypeError, "Y must hold"),
-    ("complex data", lambda f: bk.mmd2_unbiased(X + 1j, Y, bk.RBF(1.0)), TypeError, "X must be real"),
-    ("ragged data", lambda f: bk.hsic_unbiased([[1.0, 2.0], [1.0]], Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError,
+    ("mmd2_unbiased", "string data", lambda f: bk.mmd2_unbiased([["a", "b"]] * 3, Y, bk.RBF(1.0)), TypeError, "X must hold real"),
+    ("mmd2_biased", "object data", lambda f: bk.mmd2_biased(X, np.array([object()] * 3), bk.RBF(1.0)), TypeError, "Y must hold"),
+    ("mmd2_unbiased", "complex data", lambda f: bk.mmd2_unbiased(X + 1j, Y, bk.RBF(1.0)), TypeError, "X must be real"),
+    ("hsic_unbiased", "ragged data", lambda f: bk.hsic_unbiased([[1.0, 2.0], [1.0]], Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError,
      "X is not a rectangular"),
-    ("NaN data", lambda f: bk.mmd2_unbiased(np.where(X > 2, np.nan, X), Y, bk.RBF(1.0)), ValueError, "X contains"),
-    ("3-d points", lambda f: kernel_sum(bk.RBF(1.0), np.ones((4, 2, 2))), ValueError, "X must have shape"),
-    ("dimension mismatch", lambda f: bk.mmd2_unbiased(X, Y[:, :1], bk.RBF(1.0)), ValueError, "same dimension"),
-    ("unpaired HSIC", lambda f: bk.hsic_biased(X, Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError, "X and Y"),
-    ("block_size 0", lambda f: bk.mmd2_unbiased(X, Y, bk.RBF(1.0), block_size=0), ValueError, "block_size"),
-    ("block_size float", lambda f: kernel_matvec(bk.RBF(1.0), X, X, np.ones(40), block_size=2.5), TypeError,
+    ("mmd2_unbiased", "NaN data", lambda f: bk.mmd2_unbiased(np.where(X > 2, np.nan, X), Y, bk.RBF(1.0)), ValueError, "X contains"),
+    ("kernels.kernel_sum", "3-d points", lambda f: kernel_sum(bk.RBF(1.0), np.ones((4, 2, 2))), ValueError, "X must have shape"),
+    ("mmd2_unbiased", "dimension mismatch", lambda f: bk.mmd2_unbiased(X, Y[:, :1], bk.RBF(1.0)), ValueError, "same dimension"),
+    ("hsic_biased", "unpaired HSIC", lambda f: bk.hsic_biased(X, Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError, "X and Y"),
+    ("mmd2_unbiased", "block_size 0", lambda f: bk.mmd2_unbiased(X, Y, bk.RBF(1.0), block_size=0), ValueError, "block_size"),
+    ("kernels.kernel_matvec", "block_size float", lambda f: kernel_matvec(bk.RBF(1.0), X, X, np.ones(40), block_size=2.5), TypeError,
      "block_size must be an integer"),
-    ("n_permutations 2.5", lambda f: bk.mmd_test(X, Y, bk.RBF(1.0), key=KEY, n_permutations=2.5), TypeError,
+    ("mmd_test", "n_permutations 2.5", lambda f: bk.mmd_test(X, Y, bk.RBF(1.0), key=KEY, n_permutations=2.5), TypeError,
      "n_permutations must be an integer"),
-    ("n_permutations 0", lambda f: bk.hsic_test(X, X, key=KEY, n_permutations=0), ValueError, "n_permutations"),
-    ("key not a key", lambda f: bk.mmd_test(X, Y, bk.RBF(1.0), key=3), TypeError, "key must be a JAX PRNG key"),
-    ("key an array", lambda f: bk.hsic_test(X, X, key=np.zeros(2)), TypeError, "key must be a JAX PRNG key"),
-    ("tiny lengthscale", lambda f: bk.RBF(1e-200), ValueError, "lengthscale"),
-    ("NaN lengthscale", lambda f: bk.Matern32(np.nan), ValueError, "lengthscale"),
-    ("non-PSD covariance", lambda f: bk.mmd2_gaussians(np.zeros(2), -np.eye(2), np.ones(2), np.eye(2), 1.0),
+    ("hsic_test", "n_permutations 0", lambda f: bk.hsic_test(X, X, key=KEY, n_permutations=0), ValueError, "n_permutations"),
+    ("mmd_test", "key not a key", lambda f: bk.mmd_test(X, Y, bk.RBF(1.0), key=3), TypeError, "key must be a JAX PRNG key"),
+    ("hsic_test", "key an array", lambda f: bk.hsic_test(X, X, key=np.zeros(2)), TypeError, "key must be a JAX PRNG key"),
+    ("RBF", "tiny lengthscale", lambda f: bk.RBF(1e-200), ValueError, "lengthscale"),
+    ("Matern32", "NaN lengthscale", lambda f: bk.Matern32(np.nan), ValueError, "lengthscale"),
+    ("mmd2_gaussians", "non-PSD covariance", lambda f: bk.mmd2_gaussians(np.zeros(2), -np.eye(2), np.ones(2), np.eye(2), 1.0),
      ValueError, "cov_p is not positive semidefinite"),
-    ("asymmetric covariance", lambda f: bk.mmd2_gaussians(np.zeros(2), np.eye(2), np.ones(2), [[1, 0.5], [0, 1]],
+    ("mmd2_gaussians", "asymmetric covariance", lambda f: bk.mmd2_gaussians(np.zeros(2), np.eye(2), np.ones(2), [[1, 0.5], [0, 1]],
                                                           1.0), ValueError, "cov_q must be symmetric"),
-    ("mean lengths", lambda f: bk.mmd2_gaussians(np.zeros(2), np.eye(2), np.ones(3), np.eye(2), 1.0), ValueError,
+    ("mmd2_gaussians", "mean lengths", lambda f: bk.mmd2_gaussians(np.zeros(2), np.eye(2), np.ones(3), np.eye(2), 1.0), ValueError,
      "mean_p and mean_q"),
-    ("NaN Gram", lambda f: kbr.cme_weights(np.full((5, 5), np.nan), np.eye(5), 0.1), ValueError, "G_X contains"),
-    ("non-square Gram", lambda f: kbr.cme_weights(np.ones((5, 4)), np.eye(5), 0.1), ValueError, "G_X must be a square matrix"),
-    ("Gram rows", lambda f: kbr.kbr_iw_weights(np.eye(5), np.ones(5), np.ones((4, 2)), 0.1), ValueError, "G_Xq"),
-    ("non-PD Kalman noise", lambda f: kbr.kalman_filter(X[:, :1], np.eye(1), -np.eye(1), np.eye(1), np.zeros(1),
+    ("kbr.cme_weights", "NaN Gram", lambda f: kbr.cme_weights(np.full((5, 5), np.nan), np.eye(5), 0.1), ValueError, "G_X contains"),
+    ("kbr.cme_weights", "non-square Gram", lambda f: kbr.cme_weights(np.ones((5, 4)), np.eye(5), 0.1), ValueError, "G_X must be a square matrix"),
+    ("kbr.kbr_iw_weights", "Gram rows", lambda f: kbr.kbr_iw_weights(np.eye(5), np.ones(5), np.ones((4, 2)), 0.1), ValueError, "G_Xq"),
+    ("kbr.kalman_filter", "non-PD Kalman noise", lambda f: kbr.kalman_filter(X[:, :1], np.eye(1), -np.eye(1), np.eye(1), np.zeros(1),
                                                         np.eye(1)), ValueError, "Q is not positive semidefinite"),
-    ("Kalman m0 shape", lambda f: kbr.kalman_filter(X, np.eye(2), np.eye(2), np.eye(2), np.zeros(3), np.eye(2)),
+    ("kbr.kalman_filter", "Kalman m0 shape", lambda f: kbr.kalman_filter(X, np.eye(2), np.eye(2), np.eye(2), np.zeros(3), np.eye(2)),
      ValueError, "m0 must have shape"),
-    ("KBF NaN observations", lambda f: kbr.KernelBayesFilter.build(np.where(X > 2, np.nan, X), X, 1.0, 1.0, 1e-3,
+    ("kbr.KernelBayesFilter", "KBF NaN observations", lambda f: kbr.KernelBayesFilter.build(np.where(X > 2, np.nan, X), X, 1.0, 1.0, 1e-3,
                                                                    1e-3), ValueError, "X contains"),
-    ("KBF unpaired", lambda f: kbr.KernelBayesFilter.build(X, X[:-1], 1.0, 1.0, 1e-3, 1e-3), ValueError, "X and Z"),
-    ("KBF test dimension", lambda f: f["kbf"].filter(X[:5, :1]), ValueError, "X_test must hold observations"),
-    ("filter_mse shapes", lambda f: kbr.filter_mse(np.zeros((10, 2)), np.zeros((10, 1))), ValueError,
+    ("kbr.KernelBayesFilter", "KBF unpaired", lambda f: kbr.KernelBayesFilter.build(X, X[:-1], 1.0, 1.0, 1e-3, 1e-3), ValueError, "X and Z"),
+    ("kbr.KernelBayesFilter", "KBF test dimension", lambda f: f["kbf"].filter(X[:5, :1]), ValueError, "X_test must hold observations"),
+    ("kbr.filter_mse", "filter_mse shapes", lambda f: kbr.filter_mse(np.zeros((10, 2)), np.zeros((10, 1))), ValueError,
      "means and Z_true"),
-    ("empty grid", lambda f: kbr.tune_kbf(X, X, c_grid=()), ValueError, "c_grid"),
-    ("JDL lam inf", lambda f: jdl.fit_jdl(X, X, bk.RBF(1.0), bk.RBF(1.0), np.inf), ValueError, "lam must be positive"),
-    ("JDL lam 0", lambda f: jdl.fit_cme(X, X, bk.RBF(1.0), bk.RBF(1.0), 0.0), ValueError, "lam must be positive"),
-    ("JDL query dimension", lambda f: f["jdl"].conditional_expectation(np.zeros((3, 5))), ValueError, "x_query"),
-    ("jmmd2 dimensions", lambda f: compression.jmmd2((X, X[:, :1]), (X[:5, :1], X[:5, :1]), bk.RBF(1.0),
+    ("kbr.tune_kbf", "empty grid", lambda f: kbr.tune_kbf(X, X, c_grid=()), ValueError, "c_grid"),
+    ("jdl.fit_jdl", "JDL lam inf", lambda f: jdl.fit_jdl(X, X, bk.RBF(1.0), bk.RBF(1.0), np.inf), ValueError, "lam must be positive"),
+    ("jdl.fit_cme", "JDL lam 0", lambda f: jdl.fit_cme(X, X, bk.RBF(1.0), bk.RBF(1.0), 0.0), ValueError, "lam must be positive"),
+    ("jdl.JointDistributionModel", "JDL query dimension", lambda f: f["jdl"].conditional_expectation(np.zeros((3, 5))), ValueError, "x_query"),
+    ("compression.jmmd2", "jmmd2 dimensions", lambda f: compression.jmmd2((X, X[:, :1]), (X[:5, :1], X[:5, :1]), bk.RBF(1.0),
                                                      bk.RBF(1.0)), ValueError, r"data\[0\] and cset\[0\]"),
-    ("compression num_steps", lambda f: compression.ackip(X, X[:, 0], 5, key=KEY, lam_c=1e-2, num_steps=0,
+    ("compression.ackip", "compression num_steps", lambda f: compression.ackip(X, X[:, 0], 5, key=KEY, lam_c=1e-2, num_steps=0,
                                                           progress_bar=False), ValueError, "num_steps"),
-    ("compression m", lambda f: compression.jkh(X, X[:, 0], 40, key=KEY, progress_bar=False), ValueError, "m must"),
-    ("inducing count float", lambda f: bk.bke.hold_out_inducing(X, KEY, m=5.5), TypeError, "m must be an integer"),
-    ("compression key", lambda f: compression.ackip(X, X[:, 0], 5, key=0, lam_c=1e-2, progress_bar=False), TypeError,
+    ("compression.jkh", "compression m", lambda f: compression.jkh(X, X[:, 0], 40, key=KEY, progress_bar=False), ValueError, "m must"),
+    ("bke.hold_out_inducing", "inducing count float", lambda f: bk.bke.hold_out_inducing(X, KEY, m=5.5), TypeError, "m must be an integer"),
+    ("compression.ackip", "compression key", lambda f: compression.ackip(X, X[:, 0], 5, key=0, lam_c=1e-2, progress_bar=False), TypeError,
      "key must be a JAX PRNG key"),
-    ("BKL key missing", lambda f: bk.inference.bkl_fit(X, Y, key=None), TypeError, "key must be a JAX PRNG key"),
-    ("dataset size float", lambda f: bk.datasets.normal_vs_laplace(2.5), TypeError, "n must be an integer"),
-    ("filter state", lambda f: f["kbf"].update(None, X[0]), TypeError, "state must be a FilterState"),
-    ("spd_solve not PD", lambda f: bk.linalg.spd_solve(-np.eye(3), np.ones(3)), bk.CholeskyError, "not positive"),
-    ("gram_factor NaN", lambda f: kbr.gram_factor(np.full((3, 3), np.nan)), ValueError, "G contains"),
-    ("witness dimensions", lambda f: bk.witness(X, Y[:, :1], bk.RBF(1.0)), ValueError, "same dimension"),
-    ("posterior_mean atoms", lambda f: kbr.posterior_mean(np.ones((5, 2)), np.ones((4, 2))), ValueError,
+    ("inference.bkl_fit", "BKL key missing", lambda f: bk.inference.bkl_fit(X, Y, key=None), TypeError, "key must be a JAX PRNG key"),
+    ("datasets.normal_vs_laplace", "dataset size float", lambda f: bk.datasets.normal_vs_laplace(2.5), TypeError, "n must be an integer"),
+    ("kbr.FilterState", "filter state", lambda f: f["kbf"].update(None, X[0]), TypeError, "state must be a FilterState"),
+    ("linalg.spd_solve", "spd_solve not PD", lambda f: bk.linalg.spd_solve(-np.eye(3), np.ones(3)), bk.CholeskyError, "not positive"),
+    ("kbr.gram_factor", "gram_factor NaN", lambda f: kbr.gram_factor(np.full((3, 3), np.nan)), ValueError, "G contains"),
+    ("witness", "witness dimensions", lambda f: bk.witness(X, Y[:, :1], bk.RBF(1.0)), ValueError, "same dimension"),
+    ("kbr.posterior_mean", "posterior_mean atoms", lambda f: kbr.posterior_mean(np.ones((5, 2)), np.ones((4, 2))), ValueError,
      "W must have shape"),
-    ("select_lambda empty", lambda f: compression.select_lambda(X, X[:, 0], X[:0], X[:0, 0], bk.RBF(1.0), bk.RBF(1.0),
+    ("compression.select_lambda", "select_lambda empty", lambda f: compression.select_lambda(X, X[:, 0], X[:0], X[:0, 0], bk.RBF(1.0), bk.RBF(1.0),
                                                                 size=5, key=KEY), ValueError, "x_val is empty"),
-    ("generator key", lambda f: kbr.data.circle_dynamics(10, 0), TypeError, "key must be a JAX PRNG key"),
-    ("generator size", lambda f: compression.data.heteroscedastic(-1, KEY), ValueError, "n must be >= 1"),
-    ("Nystrom dimension", lambda f: kbr.nystrom_features(bk.RBF(1.0), X[:5])(Y[:, :1]), ValueError,
+    ("kbr.data.circle_dynamics", "generator key", lambda f: kbr.data.circle_dynamics(10, 0), TypeError, "key must be a JAX PRNG key"),
+    ("compression.data.heteroscedastic", "generator size", lambda f: compression.data.heteroscedastic(-1, KEY), ValueError, "n must be >= 1"),
+    ("kbr.NystromFeatures", "Nystrom dimension", lambda f: kbr.nystrom_features(bk.RBF(1.0), X[:5])(Y[:, :1]), ValueError,
      "X and the landmarks"),
-    ("diagnose input", lambda f: bk.inference.diagnose("junk"), TypeError, "idata must be an arviz InferenceData"),
-    ("save to a missing folder", lambda f: f["jdl"].save("/nonexistent-folder/m.npz"), FileNotFoundError,
+    ("inference.diagnose", "diagnose input", lambda f: bk.inference.diagnose("junk"), TypeError, "idata must be an arviz InferenceData"),
+    ("fitted.save", "save to a missing folder", lambda f: f["jdl"].save("/nonexistent-folder/m.npz"), FileNotFoundError,
      "does not exist"),
-    ("complex V", lambda f: kernel_matvec(bk.RBF(1.0), X, X, np.ones(40) + 1j), TypeError, "V must be real"),
-    ("row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
+    ("kernels.kernel_matvec", "complex V", lambda f: kernel_matvec(bk.RBF(1.0), X, X, np.ones(40) + 1j), TypeError, "V must be real"),
+    ("cli.load_sample", "CLI sample not a file", lambda f: bk.cli.load_sample("/nonexistent.npy", "X"), bk.cli.CLIError,
+     "/nonexistent.npy"),
+    ("compression.data.heteroscedastic_truth_standardised", "standardiser missing",
+     lambda f: cdata.heteroscedastic_truth_standardised(X[:, 0], None), TypeError, "standardiser"),
+    ("compression.exact_gaussian.conditional_self_term", "setting not a setting",
+     lambda f: eg.conditional_self_term({"a": 1}), TypeError, "setting"),
+    ("compression.exact_gaussian.joint_constant", "setting missing", lambda f: eg.joint_constant(None), TypeError,
+     "setting"),
+    ("compression.load_result", "foreign file", lambda f: cp.load_result(f["npy"]), bk.FileFormatError, "x.npy"),
+    ("jdl.load_model", "missing file", lambda f: jdl.load_model("/nonexistent.npz"), FileNotFoundError, "nonexistent"),
+    ("kbr.load_filter", "foreign file", lambda f: kbr.load_filter(f["npy"]), bk.FileFormatError, "x.npy"),
+    ("load", "foreign npy", lambda f: bk.load(f["npy"]), bk.FileFormatError, "x.npy"),
+    ("fitted.load_as", "foreign file", lambda f: bk.fitted.load_as(f["npy"], jdl.JointDistributionModel),
+     bk.FileFormatError, "x.npy"),
+    ("fitted.load", "missing file", lambda f: bk.fitted.load("/nonexistent.npz"), FileNotFoundError, "nonexistent"),
+    ("fitted.read_tag", "path not a path", lambda f: bk.fitted.read_tag(3.5), TypeError, "path"),
+    ("fitted.write_atomic", "writer not callable", lambda f: bk.fitted.write_atomic(f["png"], b"bytes"), TypeError,
+     "write"),
+    ("fitted.fitted", "not a class", lambda f: bk.fitted.fitted(3), TypeError, "cls"),
+    ("fitted.saveable", "not a class", lambda f: bk.fitted.saveable("x"), TypeError, "cls"),
+    ("fitted.is_registered", "tag not a string", lambda f: bk.fitted.is_registered(3), TypeError, "tag"),
+    ("datasets.rotation", "NaN angle", lambda f: datasets.rotation(np.nan), ValueError, "angle"),
+    ("jdl.box_bounds", "basis not a basis", lambda f: jdl.box_bounds(None, f["jdl"].basis_y), TypeError, "basis_x"),
+    ("jdl.jdl_problem", "basis not a basis", lambda f: jdl.jdl_problem(f["jdl"].basis_x, X, 1e-3), TypeError,
+     "basis_y"),
+    ("jdl.objective", "H shape", lambda f: jdl.objective(f["problem"], np.ones((2, 2))), ValueError, "H must have"),
+    ("jdl.rotate", "factor not a factor", lambda f: jdl.rotate(X, X), TypeError, "factor"),
+    ("jdl.row_mesh", "devices not devices", lambda f: jdl.row_mesh(devices=[]), ValueError, "devices"),
+    ("jdl.solve_normalised", "problem not a problem", lambda f: jdl.solve_normalised(X), TypeError, "problem"),
+    ("jdl.solve_positive", "problem not a problem", lambda f: jdl.solve_positive(None, X, X), TypeError, "problem"),
+    ("jdl.solve_unconstrained", "problem not a problem", lambda f: jdl.solve_unconstrained({}), TypeError, "problem"),
+    ("jdl.sos_certificate", "basis not a basis", lambda f: jdl.sos_certificate(np.eye(2), np.eye(2), None, None, 2),
+     TypeError, "bx"),
+    ("kernels.Product", "factor not a kernel", lambda f: kn.Product(bk.RBF(1.0), 3.0), TypeError, "k2"),
+    ("kernels.Sum", "term not a kernel", lambda f: kn.Sum("rbf", bk.RBF(1.0)), TypeError, "k1"),
+    ("kernels.kernel_class", "name not a string", lambda f: kn.kernel_class(3), TypeError, "name"),
+    ("plotting.plot_likelihood_curve", "fit not a fit", lambda f: plotting.plot_likelihood_curve(None, "fit"), TypeError,
+     "fit"),
+    ("plotting.plot_null_distribution", "result without null samples",
+     lambda f: plotting.plot_null_distribution(None, bk.HypothesisTestResult(1.0, 0.5, "gamma")), ValueError,
+     "null_samples"),
+    ("sharding.local_rows", "rows not RowShards", lambda f: sharding.local_rows(X), TypeError, "rows"),
+    ("sharding.shard_rows", "row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
      "mmd_test takes X on one process"),
 ]
 
 
-@pytest.mark.parametrize("call, error, fragment", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_bad_input_gets_a_clear_error_naming_the_argument(fits, call, error, fragment):
+@pytest.mark.parametrize("call, error, fragment", [c[2:] for c in CASES], ids=[c[1] for c in CASES])
+def test_bad_input_gets_a_clear_error_naming_the_argument(objects, call, error, fragment):
     with pytest.raises(error, match=fragment):
-        call(fits)
+        call(objects)
+
+
+# --- every public name: one table row per entry point and argument ---------------------------------------------------
+# Each row gives a call that takes one bad value, the argument it goes to and, for arrays, a good value of that
+# argument; the tests derive the bad values (strings, complex numbers and NaN for arrays; NaN and -1 for scales;
+# 2.5 and -1 for counts; an int for a key; an unknown name for a choice) and require an error naming the argument.
+G = np.asarray(bk.RBF(1.0).gram(X))
+Gs = G[:10, :10]
+y1, lab = X[:, 0], (X[:, 0] > 0).astype(int)
+k = bk.RBF(1.0)
+F = {}  # fitted objects and files the rows use, filled once by the fixture below
+
+
+@pytest.fixture(scope="module")
+def objects(fits, tmp_path_factory):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    folder = tmp_path_factory.mktemp("battery")
+    np.save(folder / "x.npy", X)
+    F.update(fits, npy=str(folder / "x.npy"), png=str(folder / "x.png"), ax=plt.subplots()[1],
+             cme=jdl.fit_cme(X, X[:, :1], k, k, 1e-3), klr=jdl.fit_klr(X, lab, k, 1e-3),
+             split=mdl.split_for_validation(RNG.standard_normal((60, 1)), RNG.standard_normal((60, 1)), n_val=20),
+             std=cp.fit_standardiser(X, y1, discrete=False))
+    F["tuned"] = kbr.TuneResult(F["kbf"], 1.0, 1e-3, 1e-3, {})
+    F["problem"] = jdl.jdl_problem(F["jdl"].basis_x, F["jdl"].basis_y, 1e-3)
+    yield F
+    plt.close("all")
+
+
+# (target, call taking the bad value, argument name, a good value of that argument)
+ARRAYS = [
+    ("mean_embedding", lambda A: bk.mean_embedding(A, k), "X", X),
+    ("mean_embedding", lambda A: bk.mean_embedding(X, k, weights=A), "weights", np.ones(40) / 40),
+    ("median_heuristic", lambda A: bk.median_heuristic(A), "X", X),
+    ("mmd2_linear", lambda A: bk.mmd2_linear(X, A, k), "Y", X),
+    ("skmse", lambda A: bk.skmse(A, k, 0.1), "X", X),
+    ("Linear", lambda A: bk.Linear().cross(A, X), "X", X),
+    ("Indicator", lambda A: bk.Indicator().cross(A, lab[:, None]), "X", lab[:, None]),
+    ("Polynomial", lambda A: bk.Polynomial().cross(X, A), "Y", X),
+    ("TensorProduct", lambda A: bk.TensorProduct(k, k).cross((A, X), (X, X)), "X", X),
+    ("KernelEmbedding", lambda A: bk.mean_embedding(X, k)(A), "X", X),
+    ("KernelEmbedding", lambda A: bk.mean_embedding(X, k).inner(bk.mean_embedding(A, k)), "X", X),
+    ("kernels.RBFFull", lambda A: kn.RBFFull(A), "scale_tril", np.eye(2)),
+    ("bke.check_inducing_points", lambda A: bke.check_inducing_points(A, Y[:5]), "X", X),
+    ("bke.embedding_posterior", lambda A: bke.embedding_posterior(A, k), "X", X),
+    ("bke.herding_inducing", lambda A: bke.herding_inducing(A, 5, kernel=k), "X", X),
+    ("bke.kron_loglik", lambda A: bke.kron_loglik(A, Gs, 1.0), "Kzx", G[:10]),
+    ("bke.kron_loglik_as_printed", lambda A: bke.kron_loglik_as_printed(G[:10], A, 1.0), "Rzz", Gs),
+    ("bke.log_pseudolikelihood", lambda A: bke.log_pseudolikelihood(X, A, k), "Z", Y[:5]),
+    ("bke.log_volume", lambda A: bke.log_volume(A, Y[:5], k), "X", X),
+    ("bke.witness_posterior", lambda A: bke.witness_posterior(X, Y, k, grid=A), "grid", X[:5]),
+    ("bke.SEPseudolikelihood", lambda A: bke.SEPseudolikelihood.build(A, Y[:5]), "X", X),
+    ("bke.ConvolvedSE", lambda A: bke.ConvolvedSE(k, nu="gaussian", eta=A), "eta", np.ones(2)),
+    ("compression.ackh", lambda A: cp.ackh(A, y1, 5, key=KEY, lam_c=1e-2, progress_bar=False), "x", X),
+    ("compression.ackip_objective", lambda A: cp.ackip_objective(A, y1[:5, None], cp.data_blocks(X, y1[:, None]), k, k, 1e-2), "cx", X[:5]),
+    ("compression.amcmd", lambda A: cp.amcmd((X, y1), (A, y1), X, k, k, 1e-2, 1e-2), "q_sample", X),
+    ("compression.amcmd2", lambda A: cp.amcmd2((A, y1), (X, y1), X, k, k, 1e-2, 1e-2), "p_sample", X),
+    ("compression.amcmd2_gaussian_truth", lambda A: cp.amcmd2_gaussian_truth((X[:5], y1[:5]), k, k, 1e-2, A, np.ones(10) / 10, np.zeros(10), np.ones(10)), "nodes", X[:10]),
+    ("compression.class_probabilities", lambda A: cp.class_probabilities(A, np.ones((3, 40)) / 40, 2), "y_train", lab),
+    ("compression.compression_problem", lambda A: cp.compression_problem(X, A), "y", y1),
+    ("compression.conditional_expectation", lambda A: cp.conditional_expectation(A, np.ones((3, 40)) / 40), "h_values", y1),
+    ("compression.data_blocks", lambda A: cp.data_blocks(A, y1), "x", X),
+    ("compression.fit_standardiser", lambda A: cp.fit_standardiser(A, y1, discrete=False), "x", X),
+    ("compression.jkip", lambda A: cp.jkip(X, A, 5, key=KEY, num_steps=2, progress_bar=False), "y", y1),
+    ("compression.jkip_objective", lambda A: cp.jkip_objective(X[:5], A, cp.data_blocks(X, y1[:, None]), k, k), "cy", y1[:5, None]),
+    ("compression.kcd2_tower", lambda A: cp.kcd2_tower((X, y1), (A, y1[:5]), k, k, 1e-2), "cset[0]", X[:5]),
+    ("compression.kcme_weights", lambda A: cp.kcme_weights(X, A, k, 1e-2), "x_query", X[:5]),
+    ("compression.validation_loss", lambda A: cp.validation_loss(X, y1, A, y1[:5], k, k, 1e-2), "x_val", X[:5]),
+    ("compression.data.heteroscedastic_truth", lambda A: cdata.heteroscedastic_truth(A), "x", y1),
+    ("compression.data.train_val_test_split", lambda A: cdata.train_val_test_split(A, y1, KEY), "x", X),
+    ("compression.data.gaussian_expectation", lambda A: cdata.gaussian_expectation("sin y", A, 1.0), "mu", y1),
+    ("compression.exact_gaussian.exact_ackip_objective", lambda A: eg.exact_ackip_objective(A, y1[:5], eg.GaussianSetting(), 1e-2), "cx", X[:5, :1]),
+    ("compression.exact_gaussian.exact_amcmd2", lambda A: eg.exact_amcmd2(X[:5, :1], A, eg.GaussianSetting(), 1e-2), "cy", y1[:5]),
+    ("compression.exact_gaussian.exact_jkip_objective", lambda A: eg.exact_jkip_objective(A, y1[:5], eg.GaussianSetting()), "cx", X[:5, :1]),
+    ("compression.exact_gaussian.exact_herding_score", lambda A: eg.exact_herding_score(A, 0.5, X[:5, :1], y1[:5], np.ones(5), eg.GaussianSetting()), "x", X[0, :1]),
+    ("compression.exact_gaussian.feature_expectation", lambda A: eg.feature_expectation(eg.GaussianSetting(), A, X[:5, :1]), "cx", X[:5, :1]),
+    ("compression.exact_gaussian.joint_expectation", lambda A: eg.joint_expectation(eg.GaussianSetting(), A, y1), "x", X[:, :1]),
+    ("compression.exact_gaussian.GaussianSetting", lambda A: eg.GaussianSetting(a=A), "a", np.ones(1)),
+    ("conditional.weighted_expectation", lambda A: cond.weighted_expectation(A, y1), "W", np.ones((3, 40))),
+    ("conditional.self_normalised_expectation", lambda A: cond.self_normalised_expectation(A, np.ones(3)), "numerator", np.ones(3)),
+    ("inference.band_coverage", lambda A: inf.band_coverage(A, y1), "band", np.stack([y1 - 1, y1 + 1])),
+    ("inference.bkl_kernel", lambda A: inf.bkl_kernel(A, key=KEY), "X", X),
+    ("inference.fit_type2", lambda A: inf.fit_type2(A, Y[:5]), "X", X),
+    ("inference.log_grid", lambda A: inf.log_grid(A), "X", X),
+    ("inference.tau2_profile", lambda A: inf.tau2_profile(X, Y[:5], A), "lengthscales", np.ones(3)),
+    ("inference.posterior_predictive_filter", lambda A: inf.posterior_predictive_filter({}, X, X, A, key=KEY), "X_test", X[:5]),
+    ("jdl.fit_jpdl", lambda A: jdl.fit_jpdl(A, X, 2, 1e-3), "X", X),
+    ("jdl.fit_klr", lambda A: jdl.fit_klr(X, A, k, 1e-3), "labels", lab),
+    ("jdl.jdl_bases", lambda A: jdl.jdl_bases(X, A, k, k), "Y", X),
+    ("jdl.polynomial_basis", lambda A: jdl.polynomial_basis(A, 2), "X", X),
+    ("jdl.positivity_margin", lambda A: jdl.positivity_margin(A, -np.ones((3, 3)), np.ones((3, 3))), "H", np.ones((3, 3))),
+    ("jdl.simplex_qp", lambda A: jdl.simplex_qp(A, np.ones(3), 1.0), "K", np.eye(3)),
+    ("jdl.select_hyperparameters", lambda A: jdl.select_hyperparameters(A, X, lambda m: 0.0), "X", X),
+    ("jdl.held_out_ratio_loss", lambda A: jdl.held_out_ratio_loss(F["jdl"], A, X[:5, :1]), "X", X[:5]),
+    ("jdl.shard_rows", lambda A: jdl.shard_rows(A), "local_rows", X),
+    ("jdl.JointDistributionModel", lambda A: F["jdl"].density_ratio(A, X[:5, :1]), "Xq", X[:5]),
+    ("jdl.LowRankCME", lambda A: F["cme"].conditional_expectation(A), "x_query", X[:5]),
+    ("jdl.LowRankKLR", lambda A: F["klr"].predict_proba(A), "Xq", X[:5]),
+    ("kbr.adaptive_feature_loss", lambda A: kbr.adaptive_feature_loss(A, X, 1e-2), "Psi", X),
+    ("kbr.decode_mode", lambda A: kbr.decode_mode(A, X, 1.0), "W", np.ones((40, 3)) / 40),
+    ("kbr.ekf_filter", lambda A: kbr.ekf_filter(A, lambda z: z, lambda z: np.eye(1), np.eye(1), np.eye(1), np.zeros(1), np.eye(1)), "X", X[:, :1]),
+    ("kbr.filter_landmarks", lambda A: kbr.filter_landmarks(k, k, A, X, 5, 1e-3, 1e-3), "X", X),
+    ("kbr.fit_feature_network", lambda A: kbr.fit_feature_network(KEY, kbr.init_mlp(KEY, (2, 4)), A, X, lam=1e-2, sigma_z=1.0, steps=1), "X", X),
+    ("kbr.kbr_iw_weights_features", lambda A: kbr.kbr_iw_weights_features(A, np.ones(40), X[:5], 1e-2), "Psi", X),
+    ("kbr.kbr_original_weights", lambda A: kbr.kbr_original_weights(G, A, G[:, :5], 1e-2), "gamma", np.ones(40)),
+    ("kbr.kulsif_gamma", lambda A: kbr.kulsif_gamma(A, np.ones(40) / 40, 1e-2), "G_Z", G),
+    ("kbr.kulsif_loo_score", lambda A: kbr.kulsif_loo_score(A, G[:, :5], G[:5, :5], np.ones(5) / 5, 1e-2), "G_Z", G),
+    ("kbr.kulsif_loo_score_atoms_are_data", lambda A: kbr.kulsif_loo_score_atoms_are_data(np.linalg.eigh(G), A, 1e-2), "alphas", np.ones((3, 40)) / 40),
+    ("kbr.kulsif_ratio", lambda A: kbr.kulsif_ratio(A, G[:5, :5], np.ones(5) / 5, np.ones(40), 1e-2), "K_zZ", G[:5]),
+    ("kbr.normalized_posterior_mean", lambda A: kbr.normalized_posterior_mean(np.ones((40, 3)), A), "Z", X),
+    ("kbr.posterior_expectation", lambda A: kbr.posterior_expectation(np.ones((40, 3)), G[:, :5], A), "c", np.ones(5)),
+    ("kbr.posterior_spread", lambda A: kbr.posterior_spread(np.ones((40, 3)), A), "Z", X),
+    ("kbr.select_eta_loo", lambda A: kbr.select_eta_loo(A, np.ones((3, 40)) / 40, (1e-3,)), "G_Z", G),
+    ("kbr.select_landmarks", lambda A: kbr.select_landmarks(k, A, 5), "X", X),
+    ("kbr.successor_priors", lambda A: kbr.successor_priors(A), "Z", X),
+    ("kbr.train_features", lambda A: kbr.train_features(KEY, X, A, lam=1e-2, sigma_z=1.0, steps=1), "Z", X),
+    ("kbr.train_image_features", lambda A: kbr.train_image_features(KEY, A, X, lam=1e-2, sigma_z=1.0, steps=1), "X", X),
+    ("kbr.train_image_cnn", lambda A: kbr.train_image_cnn(KEY, A, X, image_shape=(8, 8, 1), lam=1e-2, sigma_z=1.0, steps=1), "X", np.ones((40, 64))),
+    ("kbr.tune_feature_filter", lambda A: kbr.tune_feature_filter(A, X, lambda X, Z: None), "X", X),
+    ("kbr.jdl_regression", lambda A: kbr.jdl_regression(X, A), "Z", X),
+    ("kbr.Prior", lambda A: kbr.Prior.from_samples(A), "U", X),
+    ("kbr.FeatureKernel", lambda A: kbr.FeatureKernel(kbr.nystrom_features(k, X[:5])).cross(A, X), "X", X),
+    ("kbr.RandomFourierFeatures", lambda A: kbr.random_fourier_features(KEY, 2, 1.0)(A), "Z", X),
+    ("kbr.ConvFeatures", lambda A: kbr.init_image_cnn(KEY, (8, 8, 1))(A), "X", np.ones((3, 64))),
+    ("kbr.MLPFeatures", lambda A: kbr.init_mlp(KEY, (2, 4))(A), "X", X),
+    ("kernels.Stationary", lambda A: bk.Matern52(1.0).cross(X, A), "Y", X),
+    ("kernels.block_row_reduce", lambda A: kn.block_row_reduce(lambda a, b: a.sum(0), A, X), "A", X),
+    ("kernels.kernel_row_sums", lambda A: kn.kernel_row_sums(k, A), "X", X),
+    ("kernels.squared_distances", lambda A: kn.squared_distances(A, X), "Xs", X),
+    ("linalg.cho_solve_psd", lambda A: la.cho_solve_psd(np.eye(3), A), "B", np.ones(3)),
+    ("linalg.cholesky", lambda A: la.cholesky(A), "A", np.eye(3)),
+    ("linalg.jittered_cholesky", lambda A: la.jittered_cholesky(A), "A", np.eye(3)),
+    ("linalg.logdet_from_cholesky", lambda A: la.logdet_from_cholesky(A), "L", np.eye(3)),
+    ("linalg.pivoted_cholesky", lambda A: la.pivoted_cholesky(k, A), "X", X),
+    ("linalg.whiten", lambda A: la.whiten(np.eye(3), A), "B", np.ones(3)),
+    ("models.bke_model", lambda A: inf.run_nuts(mdl.bke_model, A, Y[:5], key=KEY, num_warmup=1, num_samples=1, num_chains=1), "X", X),
+    ("models.split_for_validation", lambda A: mdl.split_for_validation(A, X, n_val=10), "X", X),
+    ("plotting.plot_witness_1d", lambda A: plotting.plot_witness_1d(F["ax"], A, y1), "grid", y1),
+    ("plotting.plot_witness_2d", lambda A: plotting.plot_witness_2d(F["ax"], A, np.ones((4, 4)), np.ones((4, 4))), "xx", np.ones((4, 4))),
+    ("plotting.plot_ranges", lambda A: plotting.plot_ranges(F["ax"], {"a": A}, ["p"]), "groups", np.ones((3, 1))),
+    ("sharding.RowShards", lambda A: sharding.shard_rows(A), "local_rows", X),
+]
+SCALES = [
+    ("RBF", lambda s: bk.RBF(s), "lengthscale"),
+    ("Matern12", lambda s: bk.Matern12(s), "lengthscale"),
+    ("Matern32", lambda s: bk.Matern32(s), "lengthscale"),
+    ("Matern52", lambda s: bk.Matern52(s), "lengthscale"),
+    ("RationalQuadratic", lambda s: bk.RationalQuadratic(1.0, s), "alpha"),
+    ("Polynomial", lambda s: bk.Polynomial(2, s), "offset"),
+    ("kernels.Scaled", lambda s: kn.Scaled(k, s), "scale"),
+    ("skmse", lambda s: bk.skmse(X, k, s), "lam"),
+    ("bke.embedding_posterior", lambda s: bke.embedding_posterior(X, k, s), "tau2"),
+    ("bke.log_pseudolikelihood", lambda s: bke.log_pseudolikelihood(X, Y[:5], k, s), "tau2"),
+    ("bke.kron_loglik", lambda s: bke.kron_loglik(G[:10], Gs, s), "tau2"),
+    ("bke.witness_posterior", lambda s: bke.witness_posterior(X, Y, k, grid=X[:5], band=s), "band"),
+    ("compression.amcmd2", lambda s: cp.amcmd2((X, y1), (X, y1), X, k, k, s, 1e-2), "lam_p"),
+    ("compression.kcme_weights", lambda s: cp.kcme_weights(X, X[:5], k, s), "lam"),
+    ("compression.validation_loss", lambda s: cp.validation_loss(X, y1, X[:5], y1[:5], k, k, s), "lam"),
+    ("compression.ackip_objective", lambda s: cp.ackip_objective(X[:5], y1[:5, None], cp.data_blocks(X, y1[:, None]), k, k, s), "lam_c"),
+    ("compression.exact_gaussian.exact_kip", lambda s: eg.exact_kip(eg.GaussianSetting(), 3, method="ackip", key=KEY, lam_c=s, num_steps=2), "lam_c"),
+    ("compression.exact_gaussian.GaussianSetting", lambda s: eg.GaussianSetting(sigma=s), "sigma"),
+    ("compression.data.train_val_test_split", lambda s: cdata.train_val_test_split(X, y1, KEY, val=s), "val"),
+    ("datasets.blobs", lambda s: datasets.blobs(s), "eps"),
+    ("inference.bkl_fit", lambda s: inf.bkl_fit(X, key=KEY, tau2=s), "tau2"),
+    ("inference.log_grid", lambda s: inf.log_grid(X, low=s), "low"),
+    ("inference.fit_type2", lambda s: inf.fit_type2(X, Y[:5], s), "tau2"),
+    ("inference.run_nuts", lambda s: inf.run_nuts(mdl.bke_model, X, Y[:5], key=KEY, target_accept=s), "target_accept"),
+    ("jdl.fit_jpdl", lambda s: jdl.fit_jpdl(X, X, 2, s), "lam"),
+    ("jdl.fit_klr", lambda s: jdl.fit_klr(X, lab, k, s), "lam"),
+    ("jdl.jdl_bases", lambda s: jdl.jdl_bases(X, X, k, k, tol=s), "tol"),
+    ("jdl.kernel_bounds", lambda s: jdl.kernel_bounds(F["jdl"].basis_x, F["jdl"].basis_y, kappa_x=s), "kappa_x"),
+    ("jdl.simplex_qp", lambda s: jdl.simplex_qp(np.eye(3), np.ones(3), s), "total"),
+    ("kbr.nystrom_features", lambda s: kbr.nystrom_features(k, X[:5], jitter=s), "jitter"),
+    ("kbr.random_fourier_features", lambda s: kbr.random_fourier_features(KEY, 2, s), "sigma"),
+    ("kbr.landmark_ridges", lambda s: kbr.landmark_ridges("iw", s, 1e-3, 1e-3), "lam"),
+    ("kbr.decode_mode", lambda s: kbr.decode_mode(np.ones((40, 3)), X, s), "sigma_z"),
+    ("kbr.KernelBayesFilter", lambda s: kbr.KernelBayesFilter.build(X, X, s, 1.0, 1e-3, 1e-3), "sigma_x"),
+    ("kbr.tune_feature_filter", lambda s: kbr.tune_feature_filter(X, X, lambda X, Z: None, c=s), "c"),
+    ("kbr.kbr_original_weights", lambda s: kbr.kbr_original_weights(G, np.ones(40), G[:, :5], s), "lam"),
+    ("kbr.kulsif_gamma", lambda s: kbr.kulsif_gamma(G, np.ones(40) / 40, s), "eta"),
+    ("kbr.data.linear_gaussian_sequence", lambda s: kdata.linear_gaussian_sequence(10, KEY, q=s), "q"),
+    ("kbr.data.panorama_sequence", lambda s: kdata.panorama_sequence(10, KEY, sigma_x=s), "sigma_x"),
+    ("kbr.data.sprite_sequence", lambda s: kdata.sprite_sequence(10, KEY, pixel_noise=s), "pixel_noise"),
+    ("kbr.data.circle_dynamics", lambda s: kdata.circle_dynamics(10, KEY, sigma_x=s), "sigma_x"),
+    ("linalg.cholesky", lambda s: la.cholesky(np.eye(3), jitter=s), "jitter"),
+    ("models.kbf_hyper_model", lambda s: mdl.kbf_hyper_model(F["split"], tau=s), "tau"),
+    ("optim.adam", lambda s: optim.adam(s), "learning_rate"),
+    ("optim.adamw", lambda s: optim.adamw(1e-2, s), "weight_decay"),
+    ("optim.minimise", lambda s: optim.minimise(lambda p, c_, d, key: (p ** 2, c_), 1.0, optim.adam(0.1), num_steps=3, tol=s), "tol"),
+]
+COUNTS = [
+    ("plotting.save_figure", lambda c: plotting.save_figure(F["ax"].figure, F["png"], dpi=c), "dpi"),
+    ("Polynomial", lambda c: bk.Polynomial(c), "degree"),
+    ("median_heuristic", lambda c: bk.median_heuristic(X, max_points=c), "max_points"),
+    ("bke.default_num_inducing", lambda c: bke.default_num_inducing(c, 2), "N"),
+    ("bke.herding_inducing", lambda c: bke.herding_inducing(X, c, kernel=k), "m"),
+    ("compression.ackh", lambda c: cp.ackh(X, y1, c, key=KEY, lam_c=1e-2, progress_bar=False), "m"),
+    ("compression.jkip", lambda c: cp.jkip(X, y1, c, key=KEY, progress_bar=False), "m"),
+    ("compression.class_probabilities", lambda c: cp.class_probabilities(lab, np.ones((3, 40)) / 40, c), "n_classes"),
+    ("compression.data_blocks", lambda c: cp.data_blocks(X, y1, c), "block_size"),
+    ("compression.compression_problem", lambda c: cp.compression_problem(X, y1, block_size=c), "block_size"),
+    ("compression.data.imbalanced", lambda c: cdata.imbalanced(c), "n"),
+    ("compression.data.heteroscedastic_quadrature", lambda c: cdata.heteroscedastic_quadrature(F["std"], c), "n_nodes"),
+    ("compression.exact_gaussian.sample", lambda c: eg.sample(eg.GaussianSetting(), c, KEY), "n"),
+    ("compression.exact_gaussian.exact_kip", lambda c: eg.exact_kip(eg.GaussianSetting(), c, method="ackip", key=KEY), "m"),
+    ("datasets.blobs", lambda c: datasets.blobs(1.0, per=c), "per"),
+    ("inference.posterior_predictive_filter", lambda c: inf.posterior_predictive_filter({}, X, X, X[:5], key=KEY, num_draws=c), "num_draws"),
+    ("inference.log_grid", lambda c: inf.log_grid(X, size=c), "size"),
+    ("inference.run_nuts", lambda c: inf.run_nuts(mdl.bke_model, X, Y[:5], key=KEY, num_samples=c), "num_samples"),
+    ("inference.kbf_init_values", lambda c: inf.kbf_init_values(F["tuned"], c), "dim_z"),
+    ("inference.fit_type2", lambda c: inf.fit_type2(X, Y[:5], n_starts=c), "n_starts"),
+    ("jdl.fit_jpdl", lambda c: jdl.fit_jpdl(X, X, c, 1e-3), "degree"),
+    ("jdl.monomial_exponents", lambda c: jdl.monomial_exponents(c, 2), "dim"),
+    ("jdl.polynomial_basis", lambda c: jdl.polynomial_basis(X, c), "degree"),
+    ("jdl.jdl_bases", lambda c: jdl.jdl_bases(X, X, k, k, max_rank=c), "max_rank"),
+    ("jdl.grid_row_minima", lambda c: jdl.grid_row_minima(F["jdl"].H, F["jdl"].basis_x, F["jdl"].basis_y, c), "block_size"),
+    ("jdl.solve_grid_positive", lambda c: jdl.solve_grid_positive(F["problem"], F["jdl"].basis_x, F["jdl"].basis_y, cuts_per_round=c), "cuts_per_round"),
+    ("kbr.init_mlp", lambda c: kbr.init_mlp(KEY, (2, c)), "sizes"),
+    ("kbr.init_image_mlp", lambda c: kbr.init_image_mlp(KEY, c), "d_x"),
+    ("kbr.init_image_cnn", lambda c: kbr.init_image_cnn(KEY, (8, 8, 1), c), "num_features"),
+    ("kbr.random_fourier_features", lambda c: kbr.random_fourier_features(KEY, c, 1.0), "dim"),
+    ("kbr.select_landmarks", lambda c: kbr.select_landmarks(k, X, c), "num"),
+    ("kbr.successor_priors", lambda c: kbr.successor_priors(X, c), "num_priors"),
+    ("kbr.train_features", lambda c: kbr.train_features(KEY, X, X, lam=1e-2, sigma_z=1.0, steps=c), "steps"),
+    ("kbr.tune_kbf", lambda c: kbr.tune_kbf(X, X, n_val=c), "n_val"),
+    ("kbr.jdl_regression", lambda c: kbr.jdl_regression(X, X, n_val=c), "n_val"),
+    ("kbr.data.gaussian_posterior_task", lambda c: kdata.gaussian_posterior_task(c, KEY), "d"),
+    ("kbr.data.linear_gaussian_sequence", lambda c: kdata.linear_gaussian_sequence(c, KEY), "T"),
+    ("kbr.data.panorama_scene", lambda c: kdata.panorama_scene(KEY, c), "num_pillars"),
+    ("kbr.data.panorama_sequence", lambda c: kdata.panorama_sequence(c, KEY), "T"),
+    ("kernels.se_scale_tril", lambda c: kn.se_scale_tril(k, c), "dim"),
+    ("kernels.kernel_row_sums", lambda c: kn.kernel_row_sums(k, X, block_size=c), "block_size"),
+    ("kernels.block_row_reduce", lambda c: kn.block_row_reduce(lambda a, b: a.sum(0), X, X, block_size=c), "block_size"),
+    ("linalg.cholesky", lambda c: la.cholesky(np.eye(3), max_tries=c), "max_tries"),
+    ("linalg.pivoted_cholesky", lambda c: la.pivoted_cholesky(k, X, max_rank=c), "max_rank"),
+    ("models.compress_split", lambda c: mdl.compress_split(F["split"], c, key=KEY, lam_c=1e-2), "m"),
+    ("models.kbf_hyper_model", lambda c: mdl.kbf_hyper_model(F["split"], burn_in=c), "burn_in"),
+    ("models.split_for_validation", lambda c: mdl.split_for_validation(X, X, n_val=c), "n_val"),
+    ("optim.minimise", lambda c: optim.minimise(lambda p, d: p ** 2, 1.0, optim.adam(0.1), num_steps=c), "num_steps"),
+    ("optim.optax_scan", lambda c: optim.optax_scan(lambda p, c_, d, key: (p ** 2, c_), 1.0, optim.adam(0.1), optim.adam(0.1).init(1.0), None, None, length=c), "length"),
+    ("sharding.load_rows", lambda c: sharding.load_rows(F["npy"], start=c), "start"),
+]
+KEYS = [
+    ("median_heuristic", lambda key: bk.median_heuristic(X, max_points=10, key=key), "key"),
+    ("bke.witness_posterior", lambda key: bke.witness_posterior(X, Y, k, grid=X[:5], key=key, hyper_draws={"lengthscale": np.ones(3)}, make_kernel=lambda d: bk.RBF(d["lengthscale"])), "key"),
+    ("compression.ackh", lambda key: cp.ackh(X, y1, 5, key=key, lam_c=1e-2), "key"),
+    ("compression.jkip", lambda key: cp.jkip(X, y1, 5, key=key), "key"),
+    ("compression.data.train_val_test_split", lambda key: cdata.train_val_test_split(X, y1, key), "key"),
+    ("compression.exact_gaussian.sample", lambda key: eg.sample(eg.GaussianSetting(), 5, key), "key"),
+    ("compression.exact_gaussian.exact_kip", lambda key: eg.exact_kip(eg.GaussianSetting(), 3, method="ackip", key=key), "key"),
+    ("inference.bkl_kernel", lambda key: inf.bkl_kernel(X, key=key), "key"),
+    ("inference.run_nuts", lambda key: inf.run_nuts(mdl.bke_model, X, Y[:5], key=key), "key"),
+    ("inference.posterior_predictive_filter", lambda key: inf.posterior_predictive_filter({}, X, X, X[:5], key=key), "key"),
+    ("inference.fit_type2", lambda key: inf.fit_type2(X, Y[:5], key=key), "key"),
+    ("kbr.fit_feature_network", lambda key: kbr.fit_feature_network(key, kbr.init_mlp(KEY, (2, 4)), X, X, lam=1e-2, sigma_z=1.0), "key"),
+    ("kbr.init_image_cnn", lambda key: kbr.init_image_cnn(key, (8, 8, 1)), "key"),
+    ("kbr.init_image_mlp", lambda key: kbr.init_image_mlp(key, 4), "key"),
+    ("kbr.init_mlp", lambda key: kbr.init_mlp(key, (2, 4)), "key"),
+    ("kbr.random_fourier_features", lambda key: kbr.random_fourier_features(key, 2, 1.0), "key"),
+    ("kbr.train_features", lambda key: kbr.train_features(key, X, X, lam=1e-2, sigma_z=1.0), "key"),
+    ("kbr.train_image_features", lambda key: kbr.train_image_features(key, X, X, lam=1e-2, sigma_z=1.0), "key"),
+    ("kbr.train_image_cnn", lambda key: kbr.train_image_cnn(key, np.ones((40, 64)), X, image_shape=(8, 8, 1), lam=1e-2, sigma_z=1.0), "key"),
+    ("kbr.data.gaussian_posterior_task", lambda key: kdata.gaussian_posterior_task(2, key), "key"),
+    ("kbr.data.linear_gaussian_sequence", lambda key: kdata.linear_gaussian_sequence(10, key), "key"),
+    ("kbr.data.panorama_scene", lambda key: kdata.panorama_scene(key), "key"),
+    ("kbr.data.panorama_sequence", lambda key: kdata.panorama_sequence(10, key), "key"),
+    ("kbr.data.sprite_sequence", lambda key: kdata.sprite_sequence(10, key), "key"),
+    ("models.compress_split", lambda key: mdl.compress_split(F["split"], 5, key=key, lam_c=1e-2), "key"),
+    ("optim.minimise", lambda key: optim.minimise(lambda p, c_, d, key: (p ** 2, c_), 1.0, optim.adam(0.1), num_steps=3, key=key), "key"),
+]
+CHOICES = [
+    ("kbr.data.sprite_sequence", lambda s: kdata.sprite_sequence(10, KEY, size=s), "size"),
+    ("median_heuristic", lambda s: bk.median_heuristic(X, convention=s), "convention"),
+        ("bke.log_volume", lambda s: bke.log_volume(X, Y[:5], k, method=s), "method"),
+    ("bke.kron_loglik", lambda s: bke.kron_loglik(G[:10], Gs, 1.0, method=s), "method"),
+    ("bke.ConvolvedSE", lambda s: bke.ConvolvedSE(k, nu=s), "nu"),
+    ("bke.SEPseudolikelihood", lambda s: bke.SEPseudolikelihood.build(X, Y[:5], convention=s), "convention"),
+    ("compression.data.gaussian_expectation", lambda s: cdata.gaussian_expectation(s, 0.0, 1.0), "name"),
+    ("compression.data.sklearn_dataset", lambda s: cdata.sklearn_dataset(s), "name"),
+    ("compression.exact_gaussian.exact_kip", lambda s: eg.exact_kip(eg.GaussianSetting(), 3, method=s, key=KEY), "method"),
+    ("inference.posterior_predictive_filter", lambda s: inf.posterior_predictive_filter({}, X, X, X[:5], key=KEY, method=s), "method"),
+    ("inference.run_nuts", lambda s: inf.run_nuts(mdl.bke_model, X, Y[:5], key=KEY, backend=s), "backend"),
+    ("inference.tau2_profile", lambda s: inf.tau2_profile(X, Y[:5], np.ones(3), convention=s), "convention"),
+    ("jdl.fit_cme", lambda s: jdl.fit_cme(X, X, k, k, 1e-3, constraint=s), "constraint"),
+    ("jdl.fit_jpdl", lambda s: jdl.fit_jpdl(X, X, 2, 1e-3, constraint=s), "constraint"),
+    ("kbr.cme_weights", lambda s: kbr.cme_weights(G, G[:, :5], 1e-2, reg_scale=s), "reg_scale"),
+    ("kbr.kbr_iw_weights", lambda s: kbr.kbr_iw_weights(G, np.ones(40), G[:, :5], 1e-2, zero_weight_policy=s), "zero_weight_policy"),
+    ("kbr.kbr_original_weights", lambda s: kbr.kbr_original_weights(G, np.ones(40), G[:, :5], 1e-2, solver=s), "solver"),
+    ("kbr.landmark_ridges", lambda s: kbr.landmark_ridges(s, 1e-3, 1e-3, 1e-3), "method"),
+    ("kbr.tune_kbf", lambda s: kbr.tune_kbf(X, X, method=s), "method"),
+    ("kbr.data.circle_dynamics", lambda s: kdata.circle_dynamics(10, KEY, setting=s), "setting"),
+    ("kbr.data.circle_transition", lambda s: kdata.circle_transition(amp_phase=s), "amp_phase"),
+    ("models.bke_model", lambda s: inf.run_nuts(mdl.bke_model, X, Y[:5], key=KEY, convention=s), "convention"),
+    ("models.kbf_hyper_model", lambda s: mdl.kbf_hyper_model(F["split"], method=s), "method"),
+    ("distributed.initialize", lambda s: __import__("bayeskern.distributed").distributed.initialize("localhost:1", 2, 0, cpu_collectives=s), "cpu_collectives"),
+]
+
+
+def _bad_arrays(good):
+    good = np.asarray(good)
+    nan = good.astype(float).copy()
+    nan.flat[0] = np.nan
+    return [("strings", np.full(good.shape, "a"), TypeError), ("complex", good + 1j, TypeError), ("NaN", nan, ValueError)]
+
+
+FLAGGED = {"linalg.jittered_cholesky"}  # traced code: a NaN matrix sets the ok flag (test below), it cannot raise
+GENERIC = ([(t, f"{t} {a} {kind}", call, bad, err, a) for t, call, a, good in ARRAYS for kind, bad, err in _bad_arrays(good)
+            if not (t in FLAGGED and kind == "NaN")]
+           + [(t, f"{t} {a}={bad}", call, bad, ValueError, a) for t, call, a in SCALES for bad in (np.nan, -1.0)]
+           + [(t, f"{t} {a}={bad}", call, bad, err, a) for t, call, a in COUNTS
+              for bad, err in ((2.5, TypeError), (-1, ValueError))]
+           + [(t, f"{t} {a}=0", call, 0, TypeError, a) for t, call, a in KEYS]
+           + [(t, f"{t} {a}='bogus'", call, "bogus", ValueError, a) for t, call, a in CHOICES])
+
+
+@pytest.mark.parametrize("call, bad, error, argument", [g[2:] for g in GENERIC], ids=[g[1] for g in GENERIC])
+def test_every_entry_point_names_the_bad_argument(objects, call, bad, error, argument):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(error) as caught:
+            call(bad)
+    assert re.search(r"(?<![\w\[])" + re.escape(argument) + r"(?![\w])", str(caught.value)), str(caught.value)
+
+
+def test_a_failed_traced_factorisation_is_flagged_not_returned():
+    L, _, ok = bk.linalg.jittered_cholesky(np.full((3, 3), np.nan))
+    assert not bool(ok)  # the flag of traced code; the eager wrapper turns it into an error
+    with pytest.raises(bk.CholeskyError):
+        bk.linalg.cholesky(-np.eye(3))
 
 
 def test_foreign_and_truncated_files_are_refused(tmp_path):
@@ -206,3 +590,50 @@ def test_every_cli_subcommand_gives_a_one_line_error(tmp_path, capsys, argv, fra
     assert main(argv) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("bayeskern: error")]
     assert len(err) == 1 and fragment in err[0], err
+
+
+# Public names that take no input to check, with the reason; every other public name must have a row above.
+NO_INPUT = {
+    "enable_x64": "a switch (use_x64 is truthy or not)", "x64_enabled": "takes no argument",
+    "Kernel": "abstract base class", "kernels.Stationary": "abstract base class",
+    "cli.build_parser": "takes no argument (the parser is exercised by every CLI row)",
+    "fitted.static": "a dataclass field marker; its keywords go to dataclasses.field",
+}
+# result records the library builds and returns (their producers have rows above)
+RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.EmbeddingPosterior", "bke.WitnessPosterior",
+                "compression.CompressionProblem", "compression.CompressionResult", "compression.Standardiser",
+                "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
+                "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",
+                "kbr.Factored", "kbr.ImageFeatures", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
+                "kbr.data.Sequence", "linalg.PivotedCholesky", "models.FilterSplit", "optim.Minimised")
+
+
+def _public_names():
+    import importlib
+    import inspect
+    import types
+
+    modules = ["bayeskern", "bayeskern.kernels", "bayeskern.bke", "bayeskern.kbr", "bayeskern.jdl",
+               "bayeskern.compression", "bayeskern.models", "bayeskern.inference", "bayeskern.linalg",
+               "bayeskern.fitted", "bayeskern.conditional", "bayeskern.optim", "bayeskern.sharding",
+               "bayeskern.plotting", "bayeskern.datasets", "bayeskern.kbr.data", "bayeskern.compression.data",
+               "bayeskern.compression.exact_gaussian", "bayeskern.distributed", "bayeskern.cli"]
+    names = {}
+    for module in modules:
+        mod = importlib.import_module(module)
+        short = module.removeprefix("bayeskern").removeprefix(".")
+        for name in mod.__all__:
+            obj = getattr(mod, name)
+            if isinstance(obj, (types.ModuleType, int, float, str, tuple, dict)):
+                continue  # subpackages (their names are listed) and constants
+            if inspect.isclass(obj) and issubclass(obj, (Exception, Warning)):
+                continue  # exception classes
+            names.setdefault(id(obj), f"{short}.{name}" if short else name)
+    return set(names.values())
+
+
+def test_the_battery_covers_every_public_name():
+    covered = {row[0] for table in (CASES, ARRAYS, SCALES, COUNTS, KEYS, CHOICES) for row in table}
+    covered |= {"cli.main"} | set(NO_INPUT) | set(RECORD_NAMES)
+    missing = sorted(_public_names() - covered)
+    assert not missing, f"public names without a bad-input row: {missing}"

@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from .._validation import check_positive
+from .._validation import as_real_array, check_finite, check_positive
 from ..kernels.base import Kernel
 from ..kernels.stationary import RBF, RBFFull, squared_distances, se_scale_tril
 
@@ -44,9 +44,9 @@ class ConvolvedSE(Kernel):
         if not isinstance(base, (RBF, RBFFull)):
             raise TypeError(f"ConvolvedSE needs a squared-exponential base kernel (RBF or RBFFull), got {type(base).__name__}")
         self.base = base
-        self.eta = None if eta is None else check_positive(jnp.asarray(eta, dtype=jnp.result_type(float)), "eta")
-        self.H = None if H is None else jnp.asarray(H, dtype=jnp.result_type(float))
-        self.center = None if center is None else jnp.asarray(center, dtype=jnp.result_type(float))
+        self.eta = None if eta is None else check_positive(_real(eta, "eta"), "eta")
+        self.H = None if H is None else check_finite(_real(H, "H"), "H")
+        self.center = None if center is None else check_finite(_real(center, "center"), "center")
         self.nu, self.r_scale, self.nu_normalised = nu, r_scale, bool(nu_normalised)
 
     def _log_r(self, X, Y, paired: bool):
@@ -80,3 +80,8 @@ class ConvolvedSE(Kernel):
 
     def evaluate_paired(self, X, Y):
         return jnp.exp(self._log_r(X, Y, paired=True))
+
+
+def _real(value, name):
+    """A hyperparameter of the convolved kernel as a float array (strings, objects and complex refused)."""
+    return as_real_array(value, name).astype(jnp.result_type(float))

@@ -18,6 +18,7 @@ __all__ = ["default_num_inducing", "hold_out_inducing", "herding_inducing"]
 
 def default_num_inducing(N: int, D: int) -> int:
     """m = min(100, max(D, floor(N / 10))) for a sample of N points in D dimensions."""
+    N, D = check_count(N, "N"), check_count(D, "D")
     return min(100, max(D, N // 10))
 
 

@@ -10,11 +10,12 @@ from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, is_concrete, num_points
+from .._validation import as_matrix, as_points, check_positive, is_concrete, num_points
 from ..sharding import RowShards, any_process, local_rows, shard_map_rows
 from ..kernels.base import Kernel
 from ..kernels.stationary import RBF, RBFFull, se_scale_tril
-from ..linalg import CholeskyError, jittered_cholesky, logdet_from_cholesky, whiten
+from ..linalg import CholeskyError, jittered_cholesky
+from ..linalg.dense import logdet_unchecked, whiten_unchecked
 from .convolved import ConvolvedSE
 
 __all__ = ["kron_loglik", "kron_loglik_as_printed", "log_volume", "log_pseudolikelihood", "check_inducing_points"]
@@ -42,8 +43,19 @@ def kron_loglik(Kzx, Rzz, tau2, *, method: str = "cholesky"):
         RuntimeError: when float64 is off.
     """
     require_x64("kron_loglik")
+    Kzx, Rzz = _kron_inputs(Kzx, Rzz, tau2)
+    if method not in ("cholesky", "eigh"):
+        raise ValueError(f"method must be 'cholesky' or 'eigh', got {method!r}")
     mu = jnp.mean(Kzx, axis=1)
     return _kron_loglik_from_stats(mu, jnp.sum((Kzx - mu[:, None]) ** 2), Kzx.shape[1], Rzz, tau2, method)
+
+
+def _kron_inputs(Kzx, Rzz, tau2):
+    """Checked (Kzx (m, n), Rzz (m, m)) of the Kronecker term, with tau2 > 0."""
+    Kzx = as_matrix(Kzx, "Kzx")
+    Rzz = as_matrix(Rzz, "Rzz", (Kzx.shape[0], Kzx.shape[0]))
+    check_positive(tau2, "tau2")
+    return Kzx, Rzz
 
 
 def _kron_loglik_from_stats(mu, e2, n, Rzz, tau2, method="cholesky"):
@@ -52,8 +64,8 @@ def _kron_loglik_from_stats(mu, e2, n, Rzz, tau2, method="cholesky"):
     noise = tau2 / n
     if method == "cholesky":
         L, _, ok = jittered_cholesky(Rzz + noise * jnp.eye(m, dtype=Rzz.dtype))
-        logdet = logdet_from_cholesky(L)
-        quad = jnp.sum(whiten(L, mu) ** 2)
+        logdet = logdet_unchecked(L)
+        quad = jnp.sum(whiten_unchecked(L, mu) ** 2)
     elif method == "eigh":
         lam, Q = jnp.linalg.eigh(0.5 * (Rzz + Rzz.T))
         lam = jnp.maximum(lam, 0.0) + noise
@@ -75,6 +87,7 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     Reproduction/diagnostics only: the mean direction is weighted by 1/tau2, and like the
     program it forms the n x n eigenbasis of 1 1^T (O(n^2) memory): keep n in the thousands.
     """
+    Kzx, Rzz = _kron_inputs(Kzx, Rzz, tau2)
     m, n = Kzx.shape
     _, Q1 = np.linalg.eigh(np.ones((n, n)))  # data-independent basis, fixed at trace time
     e1 = np.zeros(n)
@@ -105,7 +118,7 @@ def _log_abs_diag_r(cols):
 
 def _se_weights(x, Z, Ls):
     """log w_l = log k(x, z_l)^2 (m,) and v_l = Sigma^{-1} (x - z_l) (m, D) for k = exp(-d^T Sigma^{-1} d / 2)."""
-    a = whiten(Ls, (x - Z).T)  # (D, m): Ls^{-1} (x - z_l)
+    a = whiten_unchecked(Ls, (x - Z).T)  # (D, m): Ls^{-1} (x - z_l)
     v = jax.scipy.linalg.solve_triangular(Ls.T, a, lower=False).T
     return -jnp.sum(a**2, axis=0), v
 
@@ -118,7 +131,7 @@ def _se_features_and_log_gamma(X, Z, Ls):
     overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
     """
     D = X.shape[1]
-    Xw, Zw = whiten(Ls, X.T).T, whiten(Ls, Z.T).T
+    Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
     a = [Xw[:, d, None] - Zw[None, :, d] for d in range(D)]  # D x (n, m)
     r2 = sum(ad**2 for ad in a)
     r2_min = jnp.min(r2, axis=1)

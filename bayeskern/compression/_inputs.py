@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_labels, as_points, check_same_length
+from .._validation import as_labels, as_points, check_count, check_same_length
 from ..kernels import RBF, Indicator, median_heuristic
 from ..kernels.base import Kernel
 from ..sharding import RowShards, check_same_layout
@@ -63,8 +63,7 @@ def check_lambda(lam, name: str) -> float:
 
 
 def check_size(m, n: int) -> int:
-    if int(m) != m or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m}")
+    m = check_count(m, "m")
     if m >= n:
         raise ValueError(f"m must be smaller than the number of data points n = {n}, got m = {m}")
     return int(m)

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-from .._validation import check_count, check_key
+from .._validation import as_real_array, check_count, check_finite, check_key
+from .standardise import Standardiser
 
 __all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_standardised",
            "heteroscedastic_quadrature", "imbalanced", "TEST_FUNCTIONS", "gaussian_expectation",
@@ -25,13 +26,14 @@ def heteroscedastic(n: int, key):
 
 def heteroscedastic_truth(x):
     """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic` (user's units): two (N,) arrays."""
-    x = jnp.asarray(x)
+    x = check_finite(as_real_array(x, "x"), "x")
     return x * jnp.sin(3.0 * x), 0.1 + 0.5 * jnp.abs(x)
 
 
 def heteroscedastic_truth_standardised(x_std, standardiser):
     """Mean and s.d. of the standardised Y given standardised features x_std (N,) (d_x = d_y = 1)."""
-    x = jnp.asarray(x_std) * standardiser.x_scale[0] + standardiser.x_mean[0]
+    _check_standardiser(standardiser)
+    x = check_finite(as_real_array(x_std, "x_std"), "x_std") * standardiser.x_scale[0] + standardiser.x_mean[0]
     mean, sd = heteroscedastic_truth(x)
     return (mean - standardiser.y_mean[0]) / standardiser.y_scale[0], sd / standardiser.y_scale[0]
 
@@ -39,7 +41,8 @@ def heteroscedastic_truth_standardised(x_std, standardiser):
 def heteroscedastic_quadrature(standardiser, n_nodes: int = 400):
     """Gauss-Legendre quadrature of X ~ U(-3, 3) in standardised units with the truth there: (nodes (Q, 1),
     weights (Q,) summing to 1, mean (Q,), sd (Q,)), the arguments of :func:`amcmd2_gaussian_truth`."""
-    nodes, weights = np.polynomial.legendre.leggauss(n_nodes)
+    _check_standardiser(standardiser)
+    nodes, weights = np.polynomial.legendre.leggauss(check_count(n_nodes, "n_nodes"))
     x_std = standardiser.transform_x(3.0 * nodes[:, None])
     return (x_std, weights / 2, *heteroscedastic_truth_standardised(x_std[:, 0], standardiser))
 
@@ -53,6 +56,7 @@ def imbalanced(n: int, seed: int = 0):
     Returns (x, y, probabilities (n, 4)): the true class probabilities at each x. Parameters are drawn with
     ``numpy.random.default_rng(seed)`` in a fixed order; b is calibrated to marginals (0.32, 0.12, 0.19, 0.37).
     """
+    n = check_count(n, "n")
     r = np.random.default_rng(seed)
     means = r.uniform(-4, 4, (100, 2))
     sds = r.uniform(0.2, 0.6, 100)
@@ -103,13 +107,24 @@ TEST_FUNCTIONS = {
 
 def gaussian_expectation(name: str, mu, tau):
     """Closed-form E h(Y) for Y ~ N(mu, tau^2) and the test function ``name`` of :data:`TEST_FUNCTIONS`."""
-    return TEST_FUNCTIONS[name][1](jnp.asarray(mu), jnp.asarray(tau))
+    if name not in TEST_FUNCTIONS:
+        raise ValueError(f"name must be one of {sorted(TEST_FUNCTIONS)}, got {name!r}")
+    mu, tau = check_finite(as_real_array(mu, "mu"), "mu"), check_finite(as_real_array(tau, "tau"), "tau")
+    return TEST_FUNCTIONS[name][1](mu, tau)
 
 
 def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
     """Random 80/10/10 (default) split: ((x, y) train, (x, y) validation, (x, y) test)."""
     check_key(key)
-    n = len(x)
+    x, y = check_finite(as_real_array(x, "x"), "x"), check_finite(as_real_array(y, "y"), "y")
+    if x.ndim == 0 or y.ndim == 0 or x.shape[0] != y.shape[0]:
+        raise ValueError(f"x and y must hold the same number of rows, got shapes {x.shape} and {y.shape}")
+    for name, share in (("val", val), ("test", test)):
+        if not (isinstance(share, (int, float)) and 0 <= share < 1):
+            raise ValueError(f"{name} must be a share in [0, 1), got {share!r}")
+    if val + test >= 1:
+        raise ValueError(f"val + test must leave training rows, got {val} + {test}")
+    n = x.shape[0]
     perm = np.asarray(jax.random.permutation(key, n))
     n_val, n_test = int(round(val * n)), int(round(test * n))
     parts = perm[n_val + n_test:], perm[:n_val], perm[n_val:n_val + n_test]
@@ -120,14 +135,20 @@ def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
 def sklearn_dataset(name: str):
     """A data set bundled with scikit-learn (optional extra; no network): 'digits' (stand-in for MNIST),
     'diabetes' (for superconductivity), 'iris', 'wine', 'breast_cancer'. Returns (x (n, d), y)."""
+    names = ("digits", "diabetes", "iris", "wine", "breast_cancer")
+    if name not in names:
+        raise ValueError(f"name must be one of {names}, got {name!r}")
     try:
         from sklearn import datasets
     except ImportError as err:  # pragma: no cover - depends on the environment
         raise ImportError("sklearn_dataset needs scikit-learn: pip install 'bayeskern[examples]'") from err
     loaders = {"digits": datasets.load_digits, "diabetes": datasets.load_diabetes, "iris": datasets.load_iris,
                "wine": datasets.load_wine, "breast_cancer": datasets.load_breast_cancer}
-    if name not in loaders:
-        raise ValueError(f"name must be one of {sorted(loaders)}, got {name!r}")
     bunch = loaders[name]()
     y = bunch.target
     return bunch.data.astype(float), (y[:, None].astype(float) if name == "diabetes" else y)
+
+
+def _check_standardiser(standardiser):
+    if not isinstance(standardiser, Standardiser) or standardiser.y_mean is None:
+        raise TypeError(f"standardiser must be a Standardiser fitted to continuous responses, got {standardiser!r}")

@@ -9,9 +9,11 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
+from .._validation import as_real_array, check_count, check_finite, check_key, check_positive, is_concrete
 from ..kernels import RBF
-from ..linalg import cho_solve_psd
+from ..linalg.dense import cho_solve_unchecked
 from ..optim import adam, minimise
 from .objectives import compressed_factor
 
@@ -31,6 +33,17 @@ class GaussianSetting:
     ell_x: float = 1.0
     ell_y: float = 1.0
 
+    def __post_init__(self):
+        values = (self.a, self.b, self.sigma, self.sigma_x, self.ell_x, self.ell_y)
+        # a user's setting is checked; JAX's copies (tracers, or placeholders while it rebuilds pytrees) pass through
+        if is_concrete(values) and all(isinstance(v, (int, float, str, list, np.ndarray, jax.Array)) for v in values):
+            a = check_finite(as_real_array(self.a, "a"), "a")
+            if a.ndim != 1 or a.shape[0] == 0:
+                raise ValueError(f"a must be a vector (d,), got shape {a.shape}")
+            check_finite(as_real_array(self.b, "b"), "b")
+            for name in ("sigma", "sigma_x", "ell_x", "ell_y"):
+                check_positive(as_real_array(getattr(self, name), name), name)
+
     @property
     def d(self) -> int:
         return self.a.shape[0]
@@ -42,6 +55,7 @@ class GaussianSetting:
 
 def sample(setting: GaussianSetting, n: int, key):
     """n draws (x (n, d), y (n, 1)) from the model."""
+    n, key = check_count(n, "n"), check_key(key)
     kx, ky = jax.random.split(key)
     x = setting.sigma_x * jax.random.normal(kx, (n, setting.d))
     y = x @ setting.a + setting.b + setting.sigma * jax.random.normal(ky, (n,))
@@ -50,6 +64,7 @@ def sample(setting: GaussianSetting, n: int, key):
 
 def feature_expectation(setting: GaussianSetting, cx, cx2, sigma_nu=None):
     """(E1) M(x~, x~') = E_x[k(x~, x) k(x, x~')] with x ~ N(0, s^2 I), s = sigma_nu or sigma_x: (m, m')."""
+    cx, cx2 = _points(cx, "cx", setting), _points(cx2, "cx2", setting)
     s2 = (setting.sigma_x if sigma_nu is None else sigma_nu) ** 2
     l2 = setting.ell_x**2
     diff = jnp.sum((cx[:, None, :] - cx2[None, :, :]) ** 2, -1)
@@ -59,6 +74,7 @@ def feature_expectation(setting: GaussianSetting, cx, cx2, sigma_nu=None):
 
 def joint_expectation(setting: GaussianSetting, x, y, sigma_nu=None):
     """(E2) Gamma(x~, y~) = E[k(x~, X) l(y~, Y)] with X ~ N(0, s^2 I), Y | X from the model: (p,) for x (p, d), y (p,)."""
+    x, y = _points(x, "x", setting), _responses(y, "y", x.shape[0])
     s2 = (setting.sigma_x if sigma_nu is None else sigma_nu) ** 2
     l2, ly2 = setting.ell_x**2, setting.ell_y**2
     a = setting.a
@@ -70,11 +86,13 @@ def joint_expectation(setting: GaussianSetting, x, y, sigma_nu=None):
 
 def conditional_self_term(setting: GaussianSetting):
     """(E3) c* = E_x ||mu_{Y|X=x}||^2 = l_y / sqrt(l_y^2 + 2 s^2)."""
+    _check_setting(setting)
     return setting.ell_y / jnp.sqrt(setting.ell_y**2 + 2 * setting.sigma**2)
 
 
 def joint_constant(setting: GaussianSetting):
     """(E4) E[k(X, X') l(Y, Y')] for independent draws from the model (the JMMD data-data term)."""
+    _check_setting(setting)
     l2, ly2, s2 = setting.ell_x**2, setting.ell_y**2, setting.sigma_x**2
     D2 = ly2 + 2 * setting.sigma**2 + 2 * s2 * l2 * jnp.dot(setting.a, setting.a) / (l2 + 2 * s2)
     return (l2 / (l2 + 2 * s2)) ** (setting.d / 2) * jnp.sqrt(ly2 / D2)
@@ -82,15 +100,17 @@ def joint_constant(setting: GaussianSetting):
 
 def exact_ackip_objective(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
     """F_exact = tr(L_CC W M W) - 2 sum(W o H), H_jj' = Gamma(x~_j', y~_j), W = (K_CC + m lam_C I)^{-1}."""
-    m = cx.shape[0]
+    cx = _points(cx, "cx", setting)
+    cy, m = _responses(cy, "cy", cx.shape[0]), cx.shape[0]
+    check_positive(lam_c, "lam_c")
     kx, ky = setting.kernels
     y = cy.reshape(m)
     L, _ = compressed_factor(kx, cx, m * lam_c)
     M = feature_expectation(setting, cx, cx, sigma_nu)
     H = jax.vmap(lambda yj: joint_expectation(setting, cx, jnp.full(m, yj), sigma_nu))(y)
-    WM = cho_solve_psd(L, M)
-    WMW = cho_solve_psd(L, WM.T)
-    return jnp.sum(ky.evaluate(cy.reshape(m, 1), cy.reshape(m, 1)) * WMW) - 2.0 * jnp.trace(cho_solve_psd(L, H.T))
+    WM = cho_solve_unchecked(L, M)
+    WMW = cho_solve_unchecked(L, WM.T)
+    return jnp.sum(ky.evaluate(cy.reshape(m, 1), cy.reshape(m, 1)) * WMW) - 2.0 * jnp.trace(cho_solve_unchecked(L, H.T))
 
 
 def exact_amcmd2(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
@@ -100,7 +120,8 @@ def exact_amcmd2(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
 
 def exact_jkip_objective(cx, cy, setting: GaussianSetting):
     """J_exact = sum(K_CC o L_CC) / m^2 - (2/m) sum_j Gamma(x~_j, y~_j); JMMD^2 = J_exact + joint_constant."""
-    m = cx.shape[0]
+    cx = _points(cx, "cx", setting)
+    cy, m = _responses(cy, "cy", cx.shape[0]), cx.shape[0]
     kx, ky = setting.kernels
     cy = cy.reshape(m, 1)
     return jnp.sum(kx.evaluate(cx, cx) * ky.evaluate(cy, cy)) / m**2 - 2.0 * jnp.mean(
@@ -109,6 +130,11 @@ def exact_jkip_objective(cx, cy, setting: GaussianSetting):
 
 def exact_herding_score(x, y, cx, cy, row_mask, setting: GaussianSetting):
     """s_t^exact(z) = Gamma(x, y) - (sum_s kappa(z, z_s) + 1/2) / (t + 1) for one candidate (x (d,), y scalar)."""
+    x = check_finite(as_real_array(x, "x"), "x")
+    if x.shape != (setting.d,):
+        raise ValueError(f"x must be one candidate of shape ({setting.d},), got {x.shape}")
+    cx = _points(cx, "cx", setting)
+    cy = _responses(cy, "cy", cx.shape[0])
     kx, ky = setting.kernels
     t = jnp.sum(row_mask)
     chosen = jnp.sum(kx.evaluate(x[None], cx)[0] * ky.evaluate(jnp.reshape(y, (1, 1)), cy.reshape(-1, 1))[0] * row_mask)
@@ -130,9 +156,34 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
     """
     if method not in ("jkip", "ackip"):
         raise ValueError(f"method must be 'jkip' or 'ackip', got {method!r}")
+    m, key = check_count(m, "m"), check_key(key)
+    check_positive(lam_c, "lam_c")
     k_init, k_opt = jax.random.split(key)
     params = sample(setting, m, k_init)
     fitted = minimise(partial(_exact_loss, method), params, optimizer or adam(0.01), num_steps=num_steps,
                       data=(setting, jnp.asarray(lam_c)), key=k_opt, steps_per_round=50, tol=tol)
     cx, cy = fitted.params
     return cx, cy, fitted.trace
+
+
+def _points(c, name, setting):
+    """Points (m, d) of the setting's dimension (a 1-D array is m points when d = 1)."""
+    c = check_finite(as_real_array(c, name), name)
+    if c.ndim == 1 and setting.d == 1:
+        c = c[:, None]
+    if c.ndim != 2 or c.shape[1] != setting.d:
+        raise ValueError(f"{name} must have shape (m, {setting.d}), got {c.shape}")
+    return c
+
+
+def _responses(c, name, m):
+    """Scalar responses of m points: (m,) or (m, 1)."""
+    c = check_finite(as_real_array(c, name), name)
+    if c.size != m or c.ndim > 2 or (c.ndim == 2 and c.shape[1] != 1):
+        raise ValueError(f"{name} must have shape ({m},) or ({m}, 1) to match the points, got {c.shape}")
+    return c
+
+
+def _check_setting(setting):
+    if not isinstance(setting, GaussianSetting):
+        raise TypeError(f"setting must be a GaussianSetting, got {type(setting).__name__}")

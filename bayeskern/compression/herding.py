@@ -14,7 +14,7 @@ from jax import lax
 from ..kernels import TensorProduct
 from ..kernels.blockwise import kernel_row_sums
 from ..kernels.base import Kernel
-from ..linalg import cho_solve_psd
+from ..linalg.dense import cho_solve_unchecked
 from ..optim import optax_scan
 from ..sharding import RowShards
 from ._inputs import rows_at
@@ -50,7 +50,7 @@ def ackh_pool_scores(px, py, data: DataBlocks, kernel_x: Kernel, kernel_y: Kerne
     used = row_mask.astype(px.dtype)
     L_t = kernel_y.evaluate(cy, cy) * (used[:, None] * used[None, :])
     k_tp = kernel_x.evaluate(cx, px) * used[:, None]  # (m, P)
-    V = cho_solve_psd(chol, k_tp)  # columns v_c
+    V = cho_solve_unchecked(chol, k_tp)  # columns v_c
     s = kernel_x.evaluate_paired(px, px) + r - jnp.sum(k_tp * V, axis=0)
     Q = kernel_y.evaluate(cy, py) * used[:, None]  # columns q_c
     LV = L_t @ V
@@ -58,7 +58,7 @@ def ackh_pool_scores(px, py, data: DataBlocks, kernel_x: Kernel, kernel_y: Kerne
     def block(carry, blk):
         xb, yb, mb = blk
         K_tb = kernel_x.evaluate(cx, xb) * (used[:, None] * mb[None, :])
-        U = cho_solve_psd(chol, K_tb)
+        U = cho_solve_unchecked(chol, K_tb)
         L_tb = kernel_y.evaluate(cy, yb) * (used[:, None] * mb[None, :])
         rho = (kernel_x.evaluate(px, xb) * mb[None, :] - V.T @ K_tb) / s[:, None]
         c1, c2, a, b1, b2, d, e = carry

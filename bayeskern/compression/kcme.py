@@ -5,10 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, check_count, check_key, check_same_dim
+from .._validation import (as_labels, as_matrix, as_points, as_real_array, check_count, check_finite, check_key,
+                           check_same_dim, is_concrete)
 from ..kernels import Indicator
 from ..kernels.base import Kernel
-from ..linalg import cho_solve_psd, cholesky, jittered_cholesky
+from ..linalg import cholesky, jittered_cholesky
+from ..linalg.dense import cho_solve_unchecked
 from ._inputs import check_lambda, labelled, onehot
 
 __all__ = ["kcme_weights", "conditional_expectation", "class_probabilities", "validation_loss", "select_lambda",
@@ -39,7 +41,7 @@ def kcme_weights(x_train, x_query, kernel_x: Kernel, lam):
     lam = check_lambda(lam, "lam")
     n = x_train.shape[0]
     L = cholesky(kernel_x.gram(x_train) + n * lam * jnp.eye(n), what="K_XX + n lam I")
-    return cho_solve_psd(L, kernel_x.cross(x_train, x_query))
+    return cho_solve_unchecked(L, kernel_x.cross(x_train, x_query))
 
 
 def conditional_expectation(h_values, weights):
@@ -52,7 +54,12 @@ def conditional_expectation(h_values, weights):
     Returns:
         (N,) or (N, k) array.
     """
-    return jnp.asarray(weights).T @ jnp.asarray(h_values)
+    weights = as_matrix(weights, "weights")
+    h_values = check_finite(as_real_array(h_values, "h_values"), "h_values")
+    if h_values.ndim not in (1, 2) or h_values.shape[0] != weights.shape[0]:
+        raise ValueError(f"h_values must have shape ({weights.shape[0]},) or ({weights.shape[0]}, k) to match the "
+                         f"weights' rows, got {h_values.shape}")
+    return weights.T @ h_values
 
 
 def class_probabilities(y_train, weights, n_classes: int):
@@ -69,7 +76,11 @@ def class_probabilities(y_train, weights, n_classes: int):
     Returns:
         (N, C) array whose rows are probability vectors.
     """
-    p = jnp.maximum(conditional_expectation(onehot(jnp.asarray(y_train), n_classes), weights), 0.0)
+    n_classes = check_count(n_classes, "n_classes")
+    y_train = as_labels(y_train, "y_train")
+    if is_concrete(y_train) and not bool(jnp.all((y_train >= 0) & (y_train < n_classes))):
+        raise ValueError(f"y_train must hold labels in 0..{n_classes - 1} (n_classes = {n_classes})")
+    p = jnp.maximum(conditional_expectation(onehot(y_train, n_classes), weights), 0.0)
     total = jnp.sum(p, axis=1, keepdims=True)
     return jnp.where(total > 0, p / jnp.where(total > 0, total, 1.0), 1.0 / n_classes)
 
@@ -127,7 +138,7 @@ def _grid_losses(kernel_x, kernel_y, xs, ys, x_val, y_val, grid):
     def loss(x, y, lam):
         n = x.shape[0]
         chol, _, ok = jittered_cholesky(kernel_x.evaluate(x, x) + n * lam * jnp.eye(n))
-        beta = cho_solve_psd(chol, kernel_x.evaluate(x, x_val))
+        beta = cho_solve_unchecked(chol, kernel_x.evaluate(x, x_val))
         value = jnp.mean(jnp.sum(beta * (kernel_y.evaluate(y, y) @ beta), 0)
                          - 2.0 * jnp.sum(kernel_y.evaluate(y, y_val) * beta, 0)
                          + kernel_y.evaluate_paired(y_val, y_val))

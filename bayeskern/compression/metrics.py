@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import as_points, check_same_dim
+from .._validation import as_matrix, as_points, check_positive, check_same_dim
 from ..kernels import Indicator, TensorProduct, kernel_sum
 from ..kernels.base import Kernel
 from ..mmd import mmd2_biased
@@ -141,6 +141,10 @@ def amcmd2_gaussian_truth(cset, kernel_x: Kernel, kernel_y, lam_c, nodes, weight
     and E l(Y, Y') = l_y / sqrt(l_y^2 + 2 s^2). All quantities in the kernels' (standardised) units.
     """
     cx, cy = _pair(cset, kernel_y, "cset")
+    nodes = as_points(nodes, "nodes")
+    q = (nodes.shape[0],)
+    weights, mean, sd = as_matrix(weights, "weights", q), as_matrix(mean, "mean", q), as_matrix(sd, "sd", q)
+    check_positive(sd, "sd")
     ell2 = jnp.asarray(kernel_y.lengthscale) ** 2
     alpha = kcme_weights(cx, nodes, kernel_x, lam_c)
     var = ell2 + jnp.asarray(sd) ** 2

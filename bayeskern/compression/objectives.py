@@ -13,9 +13,11 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from .._validation import as_real_array, check_count, check_finite, check_positive, check_same_length
 from ..kernels.base import Kernel
 from ..kernels.blockwise import split_rows
-from ..linalg import cho_solve_psd, jittered_cholesky
+from ..linalg import jittered_cholesky
+from ..linalg.dense import cho_solve_unchecked
 from ..sharding import AXIS, RowShards
 from ._inputs import onehot
 
@@ -47,8 +49,11 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
     device cuts its own rows into blocks, block t being the t-th block of every device side by side (split by
     rows as with ``mesh``), so nothing moves between processes but the partial sums.
     """
+    block_size = check_count(block_size, "block_size")
     if isinstance(x, RowShards):
         return _local_blocks(x, y, block_size)
+    x, y = _rows(x, "x"), _rows(y, "y")
+    check_same_length(x, y, "x and y")
     n = x.shape[0]
     size = min(block_size, n)
     if mesh is not None:
@@ -119,6 +124,7 @@ def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row
 
 def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
     """J(C): JMMD^2(D, C) minus the data-data constant."""
+    cx, cy = _compressed_set(cx, cy, data)
     m = cx.shape[0]
     self_term = jnp.sum(kernel_x.evaluate(cx, cx) * kernel_y.evaluate(cy, cy))
     return self_term / m**2 - 2.0 * _cross_sum(data, kernel_x, kernel_y, cx, cy) / (data.n * m)
@@ -143,13 +149,15 @@ def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel
     F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed S = K_CX K_XC and T = K_CX L_YC. ``row_mask``
     restricts C to the marked slots (the ridge is then (number marked) * lam_C).
     """
+    cx, cy = _compressed_set(cx, cy, data)
+    check_positive(lam_c, "lam_c")
     m = cx.shape[0] if row_mask is None else jnp.sum(row_mask)
     S, T = _gram_sums(data, kernel_x, cx, lambda yb: kernel_y.evaluate(cy, yb), row_mask)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c, row_mask)
-    WS = cho_solve_psd(L, S)
-    WSW = cho_solve_psd(L, WS.T)
+    WS = cho_solve_unchecked(L, S)
+    WSW = cho_solve_unchecked(L, WS.T)
     L_cc = kernel_y.evaluate(cy, cy)
-    return (jnp.sum(L_cc * WSW) - 2.0 * jnp.trace(cho_solve_psd(L, T))) / data.n
+    return (jnp.sum(L_cc * WSW) - 2.0 * jnp.trace(cho_solve_unchecked(L, T))) / data.n
 
 
 def herding_terms(x, y, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row_mask):
@@ -179,8 +187,8 @@ def class_score_terms(method: str, cx, data: DataBlocks, kernel_x: Kernel, lam_c
         return kernel_x.evaluate(cx, cx), P, 2.0 / m**2, 2.0 / (data.n * m)
     S, P = _gram_sums(data, kernel_x, cx, lambda yb: onehot(yb, n_classes).T)
     L, _ = compressed_factor(kernel_x, cx, m * lam_c)
-    WS = cho_solve_psd(L, S)
-    return cho_solve_psd(L, WS.T), cho_solve_psd(L, P), 2.0 / data.n, 2.0 / data.n
+    WS = cho_solve_unchecked(L, S)
+    return cho_solve_unchecked(L, WS.T), cho_solve_unchecked(L, P), 2.0 / data.n, 2.0 / data.n
 
 
 def class_scores(terms, labels, n_classes: int):
@@ -207,3 +215,21 @@ def label_sweep(terms, labels, n_classes: int):
 
     labels, _ = lax.fori_loop(0, labels.shape[0], visit, (labels, M @ E))
     return labels
+
+
+def _rows(a, name):
+    """A real, finite (when concrete) array of rows, (n, ...), for the data blocks."""
+    a = check_finite(as_real_array(a, name), name)
+    if a.ndim == 0 or a.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least one row, got shape {a.shape}")
+    return a
+
+
+def _compressed_set(cx, cy, data: DataBlocks):
+    """(cx, cy) checked against the data blocks: real, finite when concrete, of the data's point shapes."""
+    cx, cy = _rows(cx, "cx"), _rows(cy, "cy")
+    for name, c, block in (("cx", cx, data.x), ("cy", cy, data.y)):
+        if c.shape[1:] != block.shape[2:]:
+            raise ValueError(f"{name} must have points of shape {block.shape[2:]} like the data, got {c.shape[1:]}")
+    check_same_length(cx, cy, "cx and cy")
+    return cx, cy

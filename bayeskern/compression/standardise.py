@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._validation import as_real_array, check_finite
 from ..fitted import fitted
 from ..sharding import RowShards
 
@@ -49,11 +50,13 @@ class Standardiser:
         return cls(jnp.zeros(d_x), jnp.ones(d_x), *y)
 
 
-def _moments(a):
+def _moments(a, name):
     if isinstance(a, RowShards):  # over the real rows, on the devices that hold them
         mean, sd = _masked_moments(a.values, a.mask)
     else:
-        a = np.asarray(a, dtype=np.float64)
+        a = np.asarray(check_finite(as_real_array(a, name), name), dtype=np.float64)
+        if a.ndim not in (1, 2) or a.shape[0] == 0:
+            raise ValueError(f"{name} must be a non-empty array of shape (n,) or (n, d), got {a.shape}")
         mean, sd = a.mean(0), a.std(0)
     return jnp.asarray(mean), jnp.asarray(np.where(sd > 0, sd, 1.0))
 
@@ -67,5 +70,5 @@ def _masked_moments(values, mask):
 
 def fit_standardiser(x, y, *, discrete: bool) -> Standardiser:
     """Column means and standard deviations of training data x (n, d_x) and y (n, d_y) (y ignored if discrete)."""
-    y_stats = (None, None) if discrete else _moments(y)
-    return Standardiser(*_moments(x), *y_stats)
+    y_stats = (None, None) if discrete else _moments(y, "y")
+    return Standardiser(*_moments(x, "x"), *y_stats)

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_positive, num_points
+from .._validation import as_matrix, check_positive, num_points
 from ..conditional import ConditionalExpectation, outcome_values, weighted_expectation
 from ..fitted import fitted, static
 from ..kernels.base import Kernel
@@ -101,8 +101,9 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
 def simplex_qp(K, v0, total: float, tol: float = 1e-12):
     """min (v - v0)^T K (v - v0) s.t. v >= 0, sum(v) = total, for K positive definite (m, m): a primal
     active-set method (finite termination)."""
-    K, v0 = np.asarray(K, np.float64), np.asarray(v0, np.float64)
+    v0 = np.asarray(as_matrix(v0, "v0", (None,)), np.float64)
     m = v0.shape[0]
+    K = np.asarray(as_matrix(K, "K", (m, m)), np.float64)
     if not total > 0:
         raise ValueError(f"total must be positive, got {total}")
     Kv0 = K @ v0

@@ -40,6 +40,8 @@ class RotatedBasis(NamedTuple):
 def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     """Rotate a pivoted Cholesky factor by the eigenvectors of L^T L (descending; each eigenvector's entry of
     largest magnitude made positive)."""
+    if not isinstance(factor, PivotedCholesky):
+        raise TypeError(f"factor must be a PivotedCholesky (linalg.pivoted_cholesky), got {type(factor).__name__}")
     lam, V = np.linalg.eigh(np.asarray(factor.L.T @ factor.L))
     lam, V = lam[::-1], V[:, ::-1]
     V = V * np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])])

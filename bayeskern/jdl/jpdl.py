@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_points, check_same_length
+from .._validation import as_matrix, as_points, check_count, check_same_length
 from ..fitted import saveable
 from .model import JointDistributionModel
 from .problem import jdl_problem
@@ -24,6 +24,7 @@ __all__ = ["monomial_exponents", "PolynomialBasis", "polynomial_basis", "fit_jpd
 def monomial_exponents(dim: int, degree: int) -> np.ndarray:
     """Exponents of all monomials of total degree <= degree in dim variables, graded lexicographic order
     (constant first; within a degree the first variable's exponent descends): (m, dim), m = C(dim + degree, dim)."""
+    dim, degree = check_count(dim, "dim"), check_count(degree, "degree", minimum=0)
     rows = []
     for total in range(degree + 1):
         rows += sorted((e for e in itertools.product(range(total + 1), repeat=dim) if sum(e) == total), reverse=True)
@@ -54,7 +55,7 @@ class PolynomialBasis(NamedTuple):
 def polynomial_basis(X, degree: int) -> PolynomialBasis:
     """The orthonormalised monomial basis of degree <= ``degree`` on the sample X (n, d); W = G^{-1/2} symmetric."""
     X = as_points(X, "X")
-    exponents = monomial_exponents(X.shape[1], degree)
+    exponents = monomial_exponents(X.shape[1], check_count(degree, "degree"))
     m = exponents.shape[0]
     if X.shape[0] < m:
         raise ValueError(f"degree {degree} in {X.shape[1]} dimensions needs at least {m} points, got {X.shape[0]}")
@@ -172,6 +173,11 @@ def _solve_sos(problem, bx, by, degree) -> JDLSolution:
 
 def sos_certificate(H, gram, bx: PolynomialBasis, by: PolynomialBasis, degree: int) -> dict:
     """Checks of 1 + h = tau_q(z) A tau_q(z)^T: min eigenvalue of A and the largest coefficient residual."""
+    for name, basis in (("bx", bx), ("by", by)):
+        if not isinstance(basis, PolynomialBasis):
+            raise TypeError(f"{name} must be a PolynomialBasis (polynomial_basis), got {type(basis).__name__}")
+    degree = check_count(degree, "degree")
+    H = as_matrix(H, "H", (by.W.shape[1], bx.W.shape[1]))
     joint, targets, index_x, index_y, d_x = _sos_layout(bx, by, degree)
     M = np.asarray(by.W) @ np.asarray(H) @ np.asarray(bx.W).T
     residual = np.zeros(len(targets))

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jaxopt
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, check_same_length
+from .._validation import as_points, as_real_array, check_finite, check_positive, check_same_length
 from ..fitted import fitted
 from ..kernels.base import Kernel
 from ..linalg import pivoted_cholesky
@@ -27,7 +27,7 @@ class LowRankKLR:
 
     def predict_proba(self, Xq):
         """P(label = 1 | x) for query points Xq (q, d_X): (q,)."""
-        return jax.nn.sigmoid(self.basis_x.evaluate(self.kernel_x, Xq) @ self.coef)
+        return jax.nn.sigmoid(self.basis_x.evaluate(self.kernel_x, Xq, "Xq") @ self.coef)
 
 
 def _penalised_loss(coef, A, labels, lam):
@@ -62,7 +62,7 @@ def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_r
     """
     require_x64("fit_klr")
     X = as_points(X, "X")
-    labels = jnp.asarray(labels, dtype=X.dtype).reshape(-1)
+    labels = check_finite(as_real_array(labels, "labels"), "labels").astype(X.dtype).reshape(-1)
     check_same_length(X, labels[:, None], "X and labels")
     if not bool(jnp.all((labels == 0) | (labels == 1))):
         raise ValueError("labels must be 0 or 1")

@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from .model import JointDistributionModel
+
 __all__ = ["relative_moment_loss", "clipped_log_loss", "non_psd_share", "negative_weight_share", "held_out_ratio_loss"]
 
 
@@ -49,8 +51,12 @@ def held_out_ratio_loss(model, X, Y) -> float:
     Returns:
         float, lower is better.
     """
-    Px, Py = np.asarray(model.features_x(X)), np.asarray(model.features_y(Y))
-    H, v = np.asarray(model.H), X.shape[0]
+    if not isinstance(model, JointDistributionModel):
+        raise TypeError(f"model must be a fitted JointDistributionModel, got {type(model).__name__}")
+    Px, Py = np.asarray(model.features_x(X, "X")), np.asarray(model.features_y(Y, "Y"))
+    if Px.shape[0] != Py.shape[0]:
+        raise ValueError(f"X and Y must hold the same number of pairs, got {Px.shape[0]} and {Py.shape[0]}")
+    H, v = np.asarray(model.H), Px.shape[0]
     total = Py.sum(0) @ H @ Px.sum(0)
     squares = np.sum((H @ (Px.T @ Px)) * ((Py.T @ Py) @ H))
     paired = np.asarray(model.density_ratio(X, Y))

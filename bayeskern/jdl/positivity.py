@@ -17,7 +17,8 @@ import numpy as np
 from scipy.optimize import nnls
 
 from .factor import RotatedBasis
-from .problem import JDLProblem
+from .._validation import as_matrix, check_count
+from .problem import JDLProblem, check_bases, check_problem
 from .solvers import JDLSolution, _normalisation_residual, solve_normalised
 
 __all__ = ["solve_grid_positive", "grid_row_minima"]
@@ -25,7 +26,10 @@ __all__ = ["solve_grid_positive", "grid_row_minima"]
 
 def grid_row_minima(H, basis_x: RotatedBasis, basis_y: RotatedBasis, block_size: int = 1024):
     """min_j (1 + h(x_i, y_j)) and its argmin j for every training x_i: two (n,) arrays, in row blocks."""
-    H, A_y = np.asarray(H), np.asarray(basis_y.A)
+    check_bases(basis_x, basis_y)
+    check_count(block_size, "block_size")
+    H = np.asarray(as_matrix(H, "H", (basis_y.A.shape[1], basis_x.A.shape[1])))
+    A_y = np.asarray(basis_y.A)
     U = np.asarray(basis_x.A) @ H.T  # (n, m_Y): u_i = H psi_X(x_i)
     minima, argmins = [], []
     for start in range(0, U.shape[0], block_size):
@@ -42,8 +46,11 @@ def solve_grid_positive(problem: JDLProblem, basis_x: RotatedBasis, basis_y: Rot
     Returns the solution with mu the normalisation multiplier, nu the sum of the grid multipliers, positivity
     the smallest grid value of 1 + h minus the margin (>= 0) and iterations the number of rounds.
     """
+    check_problem(problem)
+    check_bases(basis_x, basis_y)
     if not 0 <= margin < 1:
         raise ValueError(f"margin must lie in [0, 1) (h = 0 has 1 + h = 1), got {margin}")
+    check_count(cuts_per_round, "cuts_per_round"), check_count(max_rounds, "max_rounds")
     W, Gamma, S = (np.asarray(a, np.float64) for a in (problem.W, problem.Gamma, problem.S))
     A_x, A_y = np.asarray(basis_x.A), np.asarray(basis_y.A)
     H = solve_normalised(problem).H

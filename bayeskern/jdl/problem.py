@@ -5,7 +5,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_positive
+from .._validation import as_matrix, check_count, check_positive
 from .factor import RotatedBasis
 
 __all__ = ["JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objective"]
@@ -32,11 +32,12 @@ def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | N
 
     ``n``: the sample size, when the factors carry zero padding rows (row-sharded data); default their row count.
     """
+    check_bases(basis_x, basis_y)
     A_x, A_y = basis_x.A, basis_y.A
     if A_x.shape[0] != A_y.shape[0]:
         raise ValueError(f"the X and Y bases have different sample sizes ({A_x.shape[0]} and {A_y.shape[0]})")
     check_positive(lam, "lam")  # lam = 0 leaves W singular
-    n = A_x.shape[0] if n is None else int(n)
+    n = A_x.shape[0] if n is None else check_count(n, "n")
     G = A_y.T @ A_x
     a, b = A_y.sum(axis=0), A_x.sum(axis=0)
     S = jnp.outer(a, b)
@@ -53,6 +54,8 @@ def _product_bounds(lo_y, hi_y, lo_x, hi_x):
 def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, *, mask=None):
     """(C_lo, C_hi) of the paper's single-inequality tightening (27)-(28): bounds of A_Y[s, k] A_X[t, l]
     over the sample, from the column extremes of A_X and A_Y (over the rows where ``mask`` (n,) is True)."""
+    check_bases(basis_x, basis_y)
+
     def extremes(A):
         keep = True if mask is None else mask[:, None]
         return jnp.where(keep, A, jnp.inf).min(axis=0), jnp.where(keep, A, -jnp.inf).max(axis=0)
@@ -63,8 +66,8 @@ def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, *, mask=None):
 def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float = 1.0, kappa_y: float = 1.0):
     """(C_lo, C_hi) = -/+ sqrt(kappa_X kappa_Y) for kernels bounded by kappa on the diagonal:
     |psi_l(u)| <= sqrt(kappa) for every u, so the tightening guarantees 1 + h >= 0 everywhere."""
-    if not (kappa_x > 0 and kappa_y > 0):
-        raise ValueError(f"kappa_x and kappa_y must be positive, got {kappa_x} and {kappa_y}")
+    check_bases(basis_x, basis_y)
+    check_positive(kappa_x, "kappa_x"), check_positive(kappa_y, "kappa_y")
     c = float(np.sqrt(kappa_x * kappa_y))
     shape = (basis_y.A.shape[1], basis_x.A.shape[1])
     return jnp.full(shape, -c), jnp.full(shape, c)
@@ -72,4 +75,19 @@ def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float =
 
 def objective(problem: JDLProblem, H):
     """The reduced objective sum(W H^2 - 2 Gamma H) (= R_lambda(Q_Y H Q_X^T))."""
+    check_problem(problem)
+    H = as_matrix(H, "H", problem.W.shape)
     return jnp.sum(problem.W * H**2 - 2.0 * problem.Gamma * H)
+
+
+def check_bases(basis_x, basis_y):
+    """TypeError unless both bases are :class:`RotatedBasis` (from :func:`bayeskern.jdl.rotate` or ``jdl_bases``)."""
+    for name, basis in (("basis_x", basis_x), ("basis_y", basis_y)):
+        if not (hasattr(basis, "A") and hasattr(basis, "eigenvalues")):  # a RotatedBasis or a PolynomialBasis
+            raise TypeError(f"{name} must be a RotatedBasis (jdl_bases / rotate), got {type(basis).__name__}")
+
+
+def check_problem(problem):
+    """TypeError unless ``problem`` is a :class:`JDLProblem` (from :func:`jdl_problem`)."""
+    if not isinstance(problem, JDLProblem):
+        raise TypeError(f"problem must be a JDLProblem (jdl_problem), got {type(problem).__name__}")

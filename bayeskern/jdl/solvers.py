@@ -10,7 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..fitted import saveable
-from .problem import JDLProblem
+from .._validation import as_matrix
+from .problem import JDLProblem, check_problem
 
 __all__ = ["JDLSolution", "solve_unconstrained", "solve_normalised", "solve_positive", "positivity_margin"]
 
@@ -36,8 +37,9 @@ class JDLSolution(NamedTuple):
 
 def positivity_margin(H, C_lo, C_hi) -> float:
     """g(H) = 1 + sum min(C_lo H, C_hi H), the left side of the single-inequality tightening (29)."""
-    H = np.asarray(H)
-    return float(1.0 + np.sum(np.minimum(np.asarray(C_lo) * H, np.asarray(C_hi) * H)))
+    H = np.asarray(as_matrix(H, "H"))
+    C_lo, C_hi = np.asarray(as_matrix(C_lo, "C_lo", H.shape)), np.asarray(as_matrix(C_hi, "C_hi", H.shape))
+    return float(1.0 + np.sum(np.minimum(C_lo * H, C_hi * H)))
 
 
 def _normalisation_residual(S, H) -> float:
@@ -46,6 +48,7 @@ def _normalisation_residual(S, H) -> float:
 
 
 def _arrays(problem: JDLProblem):
+    check_problem(problem)
     return np.asarray(problem.W, np.float64), np.asarray(problem.Gamma, np.float64), np.asarray(problem.S, np.float64)
 
 

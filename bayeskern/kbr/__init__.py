@@ -26,7 +26,6 @@ from .weights import (
     KBRWeights,
     Prior,
     cme_weights,
-    gram_coefficient,
     gram_factor,
     kbr_iw_weights,
     kbr_iw_weights_features,
@@ -41,5 +40,5 @@ __all__ = ["EXACT_MAX_T", "MAX_AUTO_RANK", "TRACE_ERROR_SHARE", "Factored", "fil
            "init_image_cnn", "train_image_cnn",
            "filter_mse", "tune_kbf", "load_filter", "kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "select_eta_loo",
            "successor_priors", "decode_mode", "normalized_posterior_mean", "posterior_expectation", "posterior_mean",
-           "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_coefficient", "gram_factor",
+           "posterior_spread", "KBRWeights", "Prior", "cme_weights", "gram_factor",
            "kbr_iw_weights", "kbr_iw_weights_features", "kbr_original_weights", "kulsif_gamma", "kulsif_ratio"]

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_matrix, as_points, check_covariance, check_same_length
+from .._validation import as_matrix, as_points, check_count, check_covariance, check_same_length
 from ..jdl import fit_jdl, select_hyperparameters
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import RBF
@@ -68,12 +68,12 @@ def jdl_regression(X, Z, *, n_val: int = 200, scales=(0.5, 1.0, 2.0), lams=(1e-6
     E[z_t | x_t] (``model.conditional_expectation(X_test).mean``) that a filter using the dynamics should beat.
 
     Bandwidths (``scales`` x median, both sides) and lam minimise the validation MSE of E[z | x] on the last
-    V = min(n_val, T // 2) pairs; the model is refitted on all T pairs. Cost O(T m) per fit (low-rank bases).
+    V = min(check_count(n_val, "n_val"), T // 2) pairs; the model is refitted on all T pairs. Cost O(T m) per fit (low-rank bases).
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
     T = X.shape[0]
-    V = min(n_val, T // 2)
+    V = min(check_count(n_val, "n_val"), T // 2)
     if T - V < 2 or V < 1:
         raise ValueError(f"jdl_regression needs at least 4 pairs for a validation split, got {T}")
     fit_x, fit_z, val_x, val_z = X[: T - V], Z[: T - V], X[T - V:], Z[T - V:]

@@ -7,11 +7,13 @@ The convolutions see local pixel structure that the MLP must learn from 10^3-10^
 """
 
 
+import math
+
 import jax
 import jax.numpy as jnp
 
 from ..fitted import fitted, static
-from .._validation import as_points
+from .._validation import as_points, as_real_array, check_count, check_finite, check_key
 from .features import fit_feature_network
 
 __all__ = ["ConvFeatures", "init_image_cnn", "train_image_cnn", "CNN_CHANNELS"]
@@ -33,6 +35,10 @@ class ConvFeatures:
 
     def __call__(self, X):
         """Features (n, p) of flattened images X (n, H W C)."""
+        X = check_finite(as_real_array(X, "X"), "X")
+        if X.ndim != 2 or X.shape[1] != math.prod(self.image_shape):
+            raise ValueError(f"X must have shape (n, {math.prod(self.image_shape)}) (flattened {self.image_shape} "
+                             f"images), got {X.shape}")
         H = X.reshape((X.shape[0],) + tuple(self.image_shape))
         for kernel, bias in self.convs:
             H = jax.nn.relu(_conv(H, kernel, self.stride) + bias)
@@ -62,10 +68,10 @@ def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHA
     height, width, c_in = image_shape = _check_image_shape(image_shape)
     if not channels or min(channels) < 1:
         raise ValueError(f"channels must be a non-empty sequence of positive integers, got {channels}")
+    check_key(key)
     for name, value in (("kernel_size", kernel_size), ("stride", stride), ("hidden", hidden),
                         ("num_features", num_features)):
-        if value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value}")
+        check_count(value, name)
     keys = jax.random.split(key, len(channels) + 2)
     convs = []
     for k, c_out in zip(keys, channels):

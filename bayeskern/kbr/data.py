@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import check_count, check_key
+from .._validation import as_real_array, check_count, check_finite, check_key, check_positive
 
 __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_transition", "circle_dynamics",
            "linear_gaussian_sequence", "CIRCLE_SETTINGS", "sprite_sequence", "panorama_scene", "panorama_sequence"]
@@ -99,6 +99,7 @@ def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation"
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
+    check_positive(sigma_x, "sigma_x"), check_positive(sigma_z, "sigma_z")
     f, _ = circle_transition(setting, amp_phase)
     kz, kx = jax.random.split(key)
     noise_z = sigma_z * jax.random.normal(kz, (T + T_test, 2))
@@ -118,6 +119,8 @@ def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, 
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
+    check_positive(q, "q"), check_positive(r, "r")
+    check_finite(as_real_array(a, "a"), "a")
     k1, kz, kx = jax.random.split(key, 3)
     z1 = jax.random.normal(k1, (1,)) * q / jnp.sqrt(1 - a**2)
 
@@ -154,6 +157,7 @@ def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noi
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
+    check_positive(pixel_noise, "pixel_noise")
     if size not in (32, 64):
         raise ValueError(f"size must be 64 or 32, got {size}")
     k_seq, k_pos, k_pix = jax.random.split(key, 3)
@@ -171,6 +175,7 @@ _PALETTE = np.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.
 def panorama_scene(key, num_pillars: int = 12):
     """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours."""
     check_key(key)
+    num_pillars = check_count(num_pillars, "num_pillars")
     k1, k2, k3, k4 = jax.random.split(key, 4)
     return dict(centre=jax.random.uniform(k1, (num_pillars,), maxval=2 * jnp.pi),
                 width=jax.random.uniform(k2, (num_pillars,), minval=0.05, maxval=0.3),
@@ -200,6 +205,9 @@ def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sig
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
+    for name, value in (("sigma_theta", sigma_theta), ("sigma_x", sigma_x), ("pixel_noise", pixel_noise)):
+        check_positive(value, name)
+    check_finite(as_real_array(omega, "omega"), "omega")
     scene = panorama_scene(jax.random.key(0) if scene_key is None else scene_key)
     k_theta, k_view, k_pix = jax.random.split(key, 3)
     steps = omega + sigma_theta * jax.random.normal(k_theta, (T + T_test,))

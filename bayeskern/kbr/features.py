@@ -7,9 +7,10 @@ import jax.numpy as jnp
 
 from ..fitted import saveable
 from ..optim import adamw, minimise
-from .._validation import as_points, check_positive, check_same_dim, check_same_length
+from .._validation import as_matrix, as_points, as_real_array, check_count, check_finite, check_key, check_positive, check_same_dim, check_same_length
 from ..kernels.base import Kernel
-from ..linalg import jittered_cholesky, pivoted_cholesky, spd_solve, whiten
+from ..linalg import jittered_cholesky, pivoted_cholesky, spd_solve
+from ..linalg.dense import whiten_unchecked
 from .weights import gram_coefficient
 
 __all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "init_mlp", "NystromFeatures",
@@ -25,6 +26,7 @@ class RandomFourierFeatures(NamedTuple):
 
     def __call__(self, Z):
         """Features (n, F) of points Z (n, d)."""
+        Z = _inputs(Z, "Z", self.omega.shape[1])
         return jnp.sqrt(2.0 / self.offset.shape[0]) * jnp.cos(Z @ self.omega.T + self.offset)
 
 
@@ -45,9 +47,9 @@ def random_fourier_features(key, dim: int, sigma, num_features: int = 100) -> Ra
     Raises:
         ValueError: for sigma <= 0 or num_features < 1.
     """
+    check_key(key)
     check_positive(sigma, "sigma")
-    if num_features < 1:
-        raise ValueError(f"num_features must be at least 1, got {num_features}")
+    dim, num_features = check_count(dim, "dim"), check_count(num_features, "num_features")
     k1, k2 = jax.random.split(key)
     omega = jax.random.normal(k1, (num_features, dim)) / sigma
     return RandomFourierFeatures(omega, jax.random.uniform(k2, (num_features,), maxval=2 * jnp.pi))
@@ -61,7 +63,7 @@ class MLPFeatures(NamedTuple):
 
     def __call__(self, X):
         """Features (n, p) of observations X (n, d_x)."""
-        H = X
+        H = _inputs(X, "X", self.layers[0][0].shape[0])
         for W, b in self.layers:
             H = jax.nn.relu(H @ W + b)
         return H
@@ -69,6 +71,10 @@ class MLPFeatures(NamedTuple):
 
 def init_mlp(key, sizes) -> MLPFeatures:
     """He-initialised MLP with layer widths ``sizes`` = (d_x, h_1, ..., p)."""
+    check_key(key)
+    if len(sizes) < 2:
+        raise ValueError(f"sizes must list at least the input and output widths, got {sizes!r}")
+    sizes = [check_count(size, "sizes") for size in sizes]
     keys = jax.random.split(key, len(sizes) - 1)
     return MLPFeatures(tuple((jax.random.normal(k, (a, b)) * jnp.sqrt(2.0 / a), jnp.zeros(b))
                              for k, a, b in zip(keys, sizes[:-1], sizes[1:])))
@@ -87,7 +93,7 @@ class NystromFeatures(NamedTuple):
         """Features (n, p) of points X (n, d) (of the landmarks' dimension)."""
         X = self.kernel.prepare(X, "X")
         check_same_dim(X, self.landmarks, "X and the landmarks")
-        return whiten(self.factor, self.kernel.evaluate(self.landmarks, X)).T
+        return whiten_unchecked(self.factor, self.kernel.evaluate(self.landmarks, X)).T
 
 
 def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> NystromFeatures:
@@ -105,7 +111,8 @@ def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> Nyst
     Returns:
         NystromFeatures: callable (n, d) -> (n, p); ``FeatureKernel(features)`` makes it a filter's kernel.
     """
-    landmarks = jnp.asarray(landmarks)
+    landmarks = kernel.prepare(landmarks, "landmarks")
+    check_positive(jitter, "jitter")
     K = kernel.evaluate(landmarks, landmarks)
     K = K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
     return NystromFeatures(kernel, landmarks, jittered_cholesky(K)[0])
@@ -128,7 +135,8 @@ def select_landmarks(kernel: Kernel, X, num: int):
         ValueError: for non-finite points or num out of range.
     """
     X = as_points(X, "X")
-    if not 1 <= num <= X.shape[0]:
+    num = check_count(num, "num")
+    if not num <= X.shape[0]:
         raise ValueError(f"num must lie in [1, n = {X.shape[0]}], got {num}")
     return X[pivoted_cholesky(kernel, X, tol=0.0, max_rank=num).pivots]
 
@@ -157,9 +165,11 @@ def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operat
     the observation features, Phi (n, F) explicit (e.g. random Fourier) latent features, D = diag(r_hat)
     (None: the unweighted loss D = I used to learn filter features).
     """
+    Psi = as_matrix(Psi, "Psi")
     n, p = Psi.shape
+    Phi = as_matrix(Phi, "Phi", (n, None))
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
-    r = jnp.ones(n, Psi.dtype) if r_hat is None else r_hat
+    r = jnp.ones(n, Psi.dtype) if r_hat is None else as_matrix(r_hat, "r_hat", (n,))
     M = Psi.T @ (r[:, None] * Phi)
     A = Psi.T @ (r[:, None] * Psi) + c * jnp.eye(p, dtype=Psi.dtype)  # SPD: eigenvalues >= c > 0
     return (jnp.sum(r[:, None] * Phi**2) - jnp.sum(M * spd_solve(A, M))) / n
@@ -205,8 +215,8 @@ def fit_feature_network(key, init, X, Z, *, lam, sigma_z, num_rff: int = 100, st
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
     check_positive(lam, "lam")
-    if steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
+    steps = check_count(steps, "steps")
+    check_key(key)
     k_net, k_rff = jax.random.split(key)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     fitted = minimise(_network_loss, init(k_net), adamw(learning_rate, weight_decay), num_steps=steps,
@@ -217,3 +227,11 @@ def fit_feature_network(key, init, X, Z, *, lam, sigma_z, num_rff: int = 100, st
 def _network_loss(net, carry, data, key):
     X, Phi, lam, r_hat = data
     return adaptive_feature_loss(net(X), Phi, lam, r_hat=r_hat), carry
+
+
+def _inputs(X, name, dim):
+    """Inputs (n, dim) of a feature map: real, finite when concrete, of the map's input dimension."""
+    X = check_finite(as_real_array(X, name), name)
+    if X.ndim != 2 or X.shape[1] != dim:
+        raise ValueError(f"{name} must have shape (n, {dim}) for these features, got {X.shape}")
+    return X

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, as_real_array, check_finite, check_positive, check_same_length, is_concrete
+from .._validation import as_points, as_real_array, check_count, check_finite, check_positive, check_same_length, is_concrete
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -130,7 +130,7 @@ class KernelBayesFilter:
         lam_prime = eta if lam_prime is None else lam_prime
         if Z_prev is not None and jnp.shape(Z_prev) != jnp.shape(Z):
             raise ValueError(f"Z_prev must have the shape of Z {jnp.shape(Z)}, got {jnp.shape(Z_prev)}")
-        kernel_x = sigma_x if isinstance(sigma_x, Kernel) else RBF(sigma_x)
+        kernel_x = sigma_x if isinstance(sigma_x, Kernel) else RBF(check_positive(sigma_x, "sigma_x"))
         for value, name in ((sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
                             (lam_prime, "lam_prime")):
             check_positive(value, name)
@@ -415,7 +415,7 @@ class TuneResult:
 def _validation_split(X, Z, n_val, k):
     """(X_fit, Z_fit, X_val, Z_val): the last V = min(n_val, T // 2) steps validate."""
     T = X.shape[0]
-    V = min(n_val, T // 2)
+    V = min(check_count(n_val, "n_val"), T // 2)
     if T - V < k + 1:
         raise ValueError(f"training sequence too short for a validation split: T = {T}, V = {V} leaves {T - V} "
                          f"fit pairs, need at least {k + 1}")

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import check_positive
+from .._validation import as_matrix, as_points, as_real_array, check_count, check_finite, check_positive
 
 __all__ = ["kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "successor_priors", "select_eta_loo"]
 
@@ -25,6 +25,11 @@ def kulsif_loo_score(G_Z, K_ZU, K_UU, alpha, eta):
     (shuffle the atoms first). Smaller is better: J(r) = E_P[r^2] / 2 - E_pi[r] on the held-out pair.
     """
     require_x64("kulsif_loo_score")
+    G_Z = as_matrix(G_Z, "G_Z", square=True)
+    K_ZU = as_matrix(K_ZU, "K_ZU", (G_Z.shape[0], None))
+    K_UU = as_matrix(K_UU, "K_UU", (K_ZU.shape[1], K_ZU.shape[1]))
+    alpha = as_matrix(alpha, "alpha", (K_ZU.shape[1],))
+    check_positive(eta, "eta")
     n, m = K_ZU.shape
     L = min(n, m)
     c = (n - 1) * eta
@@ -58,6 +63,9 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
     """
     require_x64("kulsif_loo_score_atoms_are_data")
     s, V = eig_G
+    alphas = check_finite(as_real_array(alphas, "alphas"), "alphas")
+    if alphas.ndim not in (1, 2) or alphas.shape[-1] != V.shape[0]:
+        raise ValueError(f"alphas must have shape ({V.shape[0]},) or (S, {V.shape[0]}) to match G_Z, got {alphas.shape}")
     n = V.shape[0]
     c = (n - 1) * eta
     bii = jnp.sum(V**2 / (s + c), axis=1)
@@ -74,7 +82,8 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
 def successor_priors(Z, num_priors: int = 20, k: int = 10):
     """The representative priors of the filter's eta selection on the atoms Z (T, d): (S, T) weights, each 1/k on the successors
     z_{i+1} of the k nearest previous atoms z_i (i <= T-1, ties by index) of an anchor z_j."""
-    Z = np.asarray(Z)
+    Z = np.asarray(as_points(Z, "Z"))
+    num_priors, k = check_count(num_priors, "num_priors"), check_count(k, "k")
     T = Z.shape[0]
     if T < k + 1:
         raise ValueError(f"successor_priors needs at least k + 1 = {k + 1} atoms, got {T}")
@@ -92,6 +101,10 @@ def select_eta_loo(G_Z, priors, eta_grid):
     """eta* = argmin over the grid of the mean atoms-are-data LOO score over the priors; returns (eta*, scores)."""
     for eta in eta_grid:
         check_positive(eta, "eta_grid entries")
+    if len(eta_grid) == 0:
+        raise ValueError("eta_grid is empty: give at least one eta")
+    G_Z = as_matrix(G_Z, "G_Z", square=True)
+    priors = as_matrix(priors, "priors", (None, G_Z.shape[0]))
     eig = jnp.linalg.eigh(0.5 * (G_Z + G_Z.T))
     scores = jnp.stack([jnp.mean(kulsif_loo_score_atoms_are_data(eig, priors, eta)) for eta in eta_grid])
     return float(np.asarray(eta_grid)[int(jnp.argmin(scores))]), scores

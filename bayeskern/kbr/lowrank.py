@@ -12,7 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .._validation import is_concrete
+from .._validation import check_positive, is_concrete
 from ..fitted import saveable
 from ..kernels.base import Kernel
 from ..linalg import pivoted_cholesky, spd_solve
@@ -77,6 +77,9 @@ def landmark_ridges(method: str, lam, eta, lam_prime):
     """(ridge_x, ridge_z): the identity coefficients (per training step) that the Nystrom errors of k_X and k_Z meet
     in the filter's systems: lam for the IW update, sqrt(lam) for the original KBR (whose system is squared), and
     the smaller of eta and lam' on the latent side."""
+    if method not in ("iw", "original"):
+        raise ValueError(f"method must be 'iw' or 'original', got {method!r}")
+    check_positive(lam, "lam"), check_positive(eta, "eta"), check_positive(lam_prime, "lam_prime")
     return (lam if method == "iw" else jnp.sqrt(lam)), jnp.minimum(eta, lam_prime)
 
 

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 from ..fitted import saveable
 from ..optim import adamw, minimise
-from .._validation import as_points, check_positive, check_same_length
+from .._validation import as_points, check_count, check_key, check_positive, check_same_length
 from .features import adaptive_feature_loss, random_fourier_features
 
 __all__ = ["ImageFeatures", "init_image_mlp", "train_image_features", "IMAGE_HIDDEN"]
@@ -51,7 +51,9 @@ def _normalise(H, scale, offset, mean, var):
 
 def init_image_mlp(key, d_x: int, num_features: int = 32, hidden=IMAGE_HIDDEN):
     """He-initialised parameters {"layers", "batch_norm": (scale, offset)} and the power-iteration vectors."""
-    sizes = (d_x,) + tuple(hidden) + (num_features,)
+    check_key(key)
+    sizes = (check_count(d_x, "d_x"),) + tuple(check_count(h, "hidden") for h in hidden) + \
+        (check_count(num_features, "num_features"),)
     if len(sizes) < 3:
         raise ValueError("the image network needs at least one hidden layer (batch norm follows the second)")
     keys = jax.random.split(key, 2 * (len(sizes) - 1))
@@ -112,8 +114,8 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     check_positive(lam, "lam")
     if not 0 <= dropout < 1:
         raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
-    if int(steps) != steps or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps}")
+    steps = check_count(steps, "steps")
+    check_key(key)
     k_net, k_rff, k_drop = jax.random.split(key, 3)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     params, vectors = init_image_mlp(k_net, X.shape[1], num_features, hidden)

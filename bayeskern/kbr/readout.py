@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from .._validation import as_matrix, as_points
+from .._validation import as_matrix, as_points, check_positive
 from ..conditional import ConditionalExpectation, self_normalised_expectation
 from ..kernels.blockwise import kernel_matvec
 from ..kernels.stationary import RBF
@@ -43,6 +43,9 @@ def posterior_expectation(W, K_ZV, c):
 
     K_ZV: (n, L) k_Z(z_i, v_l); c: (L,). For functions outside the RKHS use the plug-in W^T h(Z).
     """
+    W = as_matrix(W, "W")
+    K_ZV = as_matrix(K_ZV, "K_ZV", (W.shape[0], None))
+    c = as_matrix(c, "c", (K_ZV.shape[1],))
     return W.T @ (K_ZV @ c)
 
 
@@ -73,7 +76,7 @@ def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
     z <- sum v_i k(z_i, z) z_i / sum v_i k(z_i, z) until the step is below ``tol``. Columns whose
     positive weights all vanish fall back to the posterior mean sum_i w_i z_i.
     """
-    W, Z = jnp.asarray(W), jnp.asarray(Z)
+    check_positive(sigma_z, "sigma_z")
     kernel = RBF(sigma_z)
     W, Z = _weights_and_atoms(W, Z)
     V = jnp.maximum(W, 0.0)

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 
 from .._config import require_x64
-from .._validation import as_matrix, check_positive
+from .._validation import as_matrix, as_points, check_positive
 from ..linalg import spd_solve
 
 __all__ = ["Prior", "KBRWeights", "gram_coefficient", "kulsif_gamma", "kulsif_ratio", "cme_weights",
@@ -33,7 +33,7 @@ class Prior(NamedTuple):
     @classmethod
     def from_samples(cls, U) -> "Prior":
         """Empirical prior of i.i.d. samples U (m, d_z): weights 1/m."""
-        U = jnp.asarray(U)
+        U = as_points(U, "U")
         return cls(U, jnp.full(U.shape[0], 1.0 / U.shape[0], dtype=U.dtype))
 
 
@@ -75,6 +75,10 @@ def kulsif_ratio(K_zZ, K_zU, alpha, gamma, eta, *, reg_scale: str = "operator"):
     K_zZ: (q, n) k_Z(z, z_i); K_zU: (q, m) k_Z(z, u_j); alpha: (m,) prior weights; gamma from
     :func:`kulsif_gamma` with the same eta. Equals gamma_i at z = z_i.
     """
+    K_zZ = as_matrix(K_zZ, "K_zZ")
+    K_zU = as_matrix(K_zU, "K_zU", (K_zZ.shape[0], None))
+    alpha = as_matrix(alpha, "alpha", (K_zU.shape[1],))
+    gamma = as_matrix(gamma, "gamma", (K_zZ.shape[1],))
     n = K_zZ.shape[1]
     eta_op = gram_coefficient(eta, n, 1, reg_scale, "eta") / n
     return (K_zU @ alpha - K_zZ @ gamma / n) / eta_op
@@ -135,9 +139,11 @@ def kbr_original_weights(G_X, gamma, G_Xq, lam, *, reg_scale: str = "operator", 
         ValueError: for lam <= 0, an unknown reg_scale or solver.
         RuntimeError: when float64 is off.
     """
+    gamma = as_matrix(gamma, "gamma", (None,))
     n = gamma.shape[0]
+    G_Xq = as_matrix(G_Xq, "G_Xq", (n, None))
     c = gram_coefficient(lam, n, 2, reg_scale, "lam")
-    L = gram_factor(G_X) if factor is None else factor
+    L = gram_factor(G_X) if factor is None else as_matrix(factor, "factor", (n, None))
     Lg = L * gamma[:, None]  # Gamma L
     C = L.T @ Lg
     rhs = Lg.T @ G_Xq  # L^T Gamma g
@@ -227,7 +233,9 @@ def kbr_iw_weights_features(Psi, gamma, Psi_q, lam, *, reg_scale: str = "operato
     Psi: (n, p) training features (rows psi(x_i)); Psi_q: (q, p) features of the conditioning points.
     Same truncation and zero-weight policy as :func:`kbr_iw_weights`.
     """
+    Psi = as_matrix(Psi, "Psi")
     n, p = Psi.shape
+    gamma, Psi_q = as_matrix(gamma, "gamma", (n,)), as_matrix(Psi_q, "Psi_q", (None, p))
     c = gram_coefficient(lam, n, 1, reg_scale, "lam")
     r, degenerate = _zero_weight_policy(_truncate(gamma, smooth_truncation), prior_weights, zero_weight_policy)
     DPsi = r[:, None] * Psi

@@ -7,8 +7,7 @@ without being formed (mat-vecs, row sums, totals, row-block reductions) is separ
 
 from .base import Kernel, Product, Scaled, Sum, TensorProduct
 from .base import kernel_class
-from .blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, kernel_matvec, kernel_row_sums,
-                        kernel_sum, split_rows)
+from .blockwise import DEFAULT_BLOCK_SIZE, block_row_reduce, kernel_matvec, kernel_row_sums, kernel_sum
 from .discrete import Indicator
 from .dot_product import Linear, Polynomial
 from .heuristics import median_heuristic
@@ -38,8 +37,6 @@ __all__ = [
     "kernel_matvec",
     "kernel_row_sums",
     "kernel_sum",
-    "blocked_matvec",
-    "split_rows",
     "squared_distances",
     "kernel_class",
 ]

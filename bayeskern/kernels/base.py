@@ -19,7 +19,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from .._validation import as_points, check_positive, check_same_dim, check_same_length
+from .._validation import as_points, as_real_array, check_positive, check_same_dim, check_same_length
 
 __all__ = ["Kernel", "Sum", "Product", "Scaled", "TensorProduct", "as_float_param", "kernel_class"]
 
@@ -35,12 +35,14 @@ def kernel_class(name: str):
     Returns:
         The class, or None for a name bayeskern does not define (how saved files refuse foreign kernels).
     """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a kernel class name (a string), got {name!r}")
     return _KERNEL_CLASSES.get(name)
 
 
 def as_float_param(value, name: str):
     """A hyperparameter as a float array, checked positive when concrete."""
-    value = jnp.asarray(value)
+    value = as_real_array(value, name)
     dtype = value.dtype if jnp.issubdtype(value.dtype, jnp.floating) else jnp.result_type(float)
     return check_positive(jnp.asarray(value, dtype=dtype), name)  # strongly typed: one compiled program per dtype
 
@@ -161,6 +163,7 @@ class Sum(Kernel):
     _leaves = ("k1", "k2")
 
     def __init__(self, k1: Kernel, k2: Kernel):
+        _check_kernels(k1=k1, k2=k2)
         self.k1, self.k2 = k1, k2
 
     def prepare(self, X, name):
@@ -184,6 +187,7 @@ class Product(Kernel):
     _leaves = ("k1", "k2")
 
     def __init__(self, k1: Kernel, k2: Kernel):
+        _check_kernels(k1=k1, k2=k2)
         self.k1, self.k2 = k1, k2
 
     def prepare(self, X, name):
@@ -253,3 +257,9 @@ class TensorProduct(Kernel):
 
     def evaluate_paired(self, A, B):
         return self.k_x.evaluate_paired(A[0], B[0]) * self.k_y.evaluate_paired(A[1], B[1])
+
+
+def _check_kernels(**kernels):
+    for name, kernel in kernels.items():
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"{name} must be a Kernel, got {type(kernel).__name__}")

@@ -17,8 +17,6 @@ from .base import Kernel
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
-    "split_rows",
-    "blocked_matvec",
     "kernel_matvec",
     "kernel_row_sums",
     "kernel_sum",
@@ -66,6 +64,10 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
     Returns:
         The per-row sums, leading dimension n. Traceable (use inside ``jit``); memory O(block_size^2).
     """
+    check_count(block_size, "block_size")
+    if not callable(fn):
+        raise TypeError(f"fn must be a function fn(A_block, B_block, col_mask), got {fn!r}")
+    A, B = _real_tree(A, "A"), _real_tree(B, "B")
     n, m = num_points(A), num_points(B)
     size_a, size_b = min(block_size, n), min(block_size, m)
     A_blocks, _ = split_rows(A, size_a)
@@ -85,6 +87,11 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
 
     out = lax.map(one_row_block, A_blocks)
     return out.reshape((-1,) + out.shape[2:])[:n]
+
+
+def _real_tree(A, name):
+    """Every leaf of a data pytree as a real array (finite when concrete), for the blocked reductions."""
+    return jax.tree.map(lambda a: check_finite(as_real_array(a, name), name), A)
 
 
 @partial(jax.jit, static_argnames=("block_size",))

@@ -2,7 +2,7 @@
 
 import jax.numpy as jnp
 
-from .._validation import check_nonnegative
+from .._validation import check_count, check_nonnegative
 from .base import Kernel
 
 __all__ = ["Linear", "Polynomial"]
@@ -30,8 +30,7 @@ class Polynomial(Kernel):
     _static = ("degree",)
 
     def __init__(self, degree: int = 2, offset=1.0):
-        if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
-            raise ValueError(f"Polynomial degree must be an integer >= 1, got {degree!r}")
+        check_count(degree, "degree")
         self.degree = degree
         offset = jnp.asarray(offset, dtype=jnp.result_type(float))
         self.offset = check_nonnegative(offset, "Polynomial offset")

@@ -4,7 +4,7 @@ import jax
 import numpy as np
 from scipy.spatial.distance import pdist
 
-from .._validation import as_points, check_min_points, check_same_dim
+from .._validation import as_points, check_count, check_min_points, check_same_dim
 
 __all__ = ["median_heuristic"]
 
@@ -37,7 +37,7 @@ def median_heuristic(X, Y=None, *, convention: str = "half_sq", max_points: int 
     """
     if convention not in _CONVENTIONS:
         raise ValueError(f"convention must be one of {sorted(_CONVENTIONS)}, got {convention!r}")
-    if max_points < 2:
+    if check_count(max_points, "max_points") < 2:
         raise ValueError(f"max_points must be at least 2, got {max_points}")
     Z = as_points(X, "X")
     if Y is not None:

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from .._validation import check_positive, is_concrete
+from .._validation import as_real_array, check_count, check_finite, check_positive, is_concrete
 from .base import Kernel, as_float_param
 
 __all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic",
@@ -37,7 +37,14 @@ def squared_distances(Xs, Ys):
 
     Returns:
         (n, m) array.
+
+    Raises:
+        TypeError / ValueError: for non-real or non-finite input, or arrays that are not (n, d) and (m, d).
     """
+    Xs, Ys = as_real_array(Xs, "Xs"), as_real_array(Ys, "Ys")
+    if Xs.ndim != 2 or Ys.ndim != 2 or Xs.shape[1] != Ys.shape[1]:
+        raise ValueError(f"Xs and Ys must have shapes (n, d) and (m, d), got {Xs.shape} and {Ys.shape}")
+    check_finite(Xs, "Xs"), check_finite(Ys, "Ys")
     c = jnp.mean(Xs, axis=0)
     Xc, Yc = Xs - c, Ys - c
     d2 = jnp.sum(Xc**2, axis=1)[:, None] + jnp.sum(Yc**2, axis=1)[None, :] - 2.0 * Xc @ Yc.T
@@ -190,7 +197,7 @@ class RBFFull(Kernel):
     _leaves = ("scale_tril",)
 
     def __init__(self, scale_tril):
-        L = jnp.asarray(scale_tril)
+        L = check_finite(as_real_array(scale_tril, "scale_tril"), "scale_tril")
         if not jnp.issubdtype(L.dtype, jnp.floating):
             L = L.astype(jnp.result_type(float))
         if L.ndim != 2 or L.shape[0] != L.shape[1]:
@@ -234,6 +241,7 @@ def se_scale_tril(kernel, dim: int):
         TypeError: for other kernels.
         ValueError: for an ARD lengthscale of another length than D.
     """
+    dim = check_count(dim, "dim")
     if isinstance(kernel, RBFFull):
         return kernel.scale_tril
     if isinstance(kernel, RBF):

@@ -12,7 +12,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from .._validation import is_concrete
+from .._validation import as_real_array, check_count, check_finite, check_positive, is_concrete
 
 __all__ = ["CholeskyError", "jittered_cholesky", "cholesky", "cho_solve_psd", "spd_solve", "logdet_from_cholesky",
            "whiten"]
@@ -51,17 +51,43 @@ def _lower_solve(L, B):
                                    lambda _, R: _trsm_lower_t(lower, R))
 
 
-@partial(jax.jit, static_argnames=("jitter", "max_tries"))
 def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     """Lower Cholesky factor of a symmetric PSD matrix, adding jitter only if needed.
 
     Tries ``A``, then ``A + jitter * 10^(t-1) * mean(diag A) * I`` for t = 1..max_tries,
     stopping at the first finite factor. Returns ``(L, added, ok)``: the factor,
-    the jitter actually added, and whether a finite factor was found. Traceable
-    and differentiable (``jit``, ``grad``, ``vmap``): the derivative is the Cholesky
-    derivative at the factor found, with the added jitter held constant.
+    the jitter actually added, and whether a finite factor was found (False for a matrix holding NaN: the flag,
+    not an exception, since this runs inside traced code). Traceable and differentiable (``jit``, ``grad``,
+    ``vmap``): the derivative is the Cholesky derivative at the factor found, with the added jitter held constant.
+
+    Raises:
+        TypeError / ValueError: A is not a real square matrix, jitter is not positive or max_tries not a count.
     """
+    A = _square(A, "A")
+    check_positive(jitter, "jitter")
+    return _jittered_cholesky(A, jitter=float(jitter), max_tries=check_count(max_tries, "max_tries"))
+
+
+@partial(jax.jit, static_argnames=("jitter", "max_tries"))
+def _jittered_cholesky(A, *, jitter, max_tries):
     return _jittered_factor(A, jitter, max_tries)
+
+
+def _square(A, name):
+    """A as a real floating square matrix (values unchecked: a NaN shows in the factor's ok flag)."""
+    A = as_real_array(A, name)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
+    return A if jnp.issubdtype(A.dtype, jnp.floating) else A.astype(jnp.result_type(float))
+
+
+def _factor_and_rhs(L, B):
+    """Checked (lower factor, right-hand side) for the solves: real, finite when concrete, matching rows."""
+    L = check_finite(_square(L, "L"), "L")
+    B = check_finite(as_real_array(B, "B"), "B")
+    if B.ndim not in (1, 2) or B.shape[0] != L.shape[0]:
+        raise ValueError(f"B must have shape ({L.shape[0]},) or ({L.shape[0]}, k) to match L, got {B.shape}")
+    return L, B
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(1, 2))
@@ -92,14 +118,12 @@ def _jittered_factor_jvp(jitter, max_tries, primals, tangents):
     return (L, added, ok), (dL, jnp.zeros_like(added), np.zeros((), dtype=jax.dtypes.float0))
 
 
-def cholesky(A, *, what: str = "matrix", jitter: float = 1e-10, max_tries: int = 8):
+def cholesky(A, *, what: str = "A", jitter: float = 1e-10, max_tries: int = 8):
     """Eager :func:`jittered_cholesky` that raises :class:`CholeskyError` on failure.
 
     Under tracing it returns the factor unchecked (the caller propagates ``ok``).
     """
-    A = jnp.asarray(A)
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"{what} must be a square matrix, got shape {A.shape}")
+    A = check_finite(_square(A, what), what)
     L, added, ok = jittered_cholesky(A, jitter=jitter, max_tries=max_tries)
     if is_concrete(ok) and not bool(ok):
         raise CholeskyError(
@@ -110,17 +134,32 @@ def cholesky(A, *, what: str = "matrix", jitter: float = 1e-10, max_tries: int =
 
 
 def cho_solve_psd(L, B):
-    """Solve (L L^T) X = B given the lower Cholesky factor L."""
+    """Solve (L L^T) X = B given the lower Cholesky factor L (n, n); B: (n,) or (n, k)."""
+    return cho_solve_unchecked(*_factor_and_rhs(L, B))
+
+
+def cho_solve_unchecked(L, B):
+    """:func:`cho_solve_psd` without the argument checks, for traced code whose factor may carry a failure flag."""
     return cho_solve((L, True), B)
 
 
 def logdet_from_cholesky(L):
-    """log det(L L^T)."""
+    """log det(L L^T) for a lower Cholesky factor L (n, n)."""
+    return logdet_unchecked(check_finite(_square(L, "L"), "L"))
+
+
+def logdet_unchecked(L):
+    """:func:`logdet_from_cholesky` without the argument checks (traced code with a failure flag)."""
     return 2.0 * jnp.sum(jnp.log(jnp.diag(L)))
 
 
 def whiten(L, B):
-    """L^{-1} B for lower-triangular L (differentiable in L and B)."""
+    """L^{-1} B for lower-triangular L (n, n) and B (n,) or (n, k) (differentiable in L and B)."""
+    return _lower_solve(*_factor_and_rhs(L, B))
+
+
+def whiten_unchecked(L, B):
+    """:func:`whiten` without the argument checks (traced code with a failure flag)."""
     return _lower_solve(L, B)
 
 
@@ -134,6 +173,10 @@ def spd_solve(A, B):
         CholeskyError: A is not positive definite even with jitter (called on concrete arrays; under ``jit`` the
             solution is NaN instead, for the caller to check).
     """
+    A = check_finite(_square(A, "A"), "A")
+    B = check_finite(as_real_array(B, "B"), "B")
+    if B.ndim not in (1, 2) or B.shape[0] != A.shape[0]:
+        raise ValueError(f"B must have shape ({A.shape[0]},) or ({A.shape[0]}, k) to match A, got {B.shape}")
     X, ok = _spd_solve(A, B)
     if is_concrete(ok) and not bool(ok):
         raise CholeskyError("spd_solve: A is not positive definite (Cholesky failed even with jitter)")

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from .._config import require_x64
+from .._validation import check_count
 from ..kernels.base import Kernel
 from ..sharding import AXIS, RowShards
 
@@ -53,10 +54,10 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     mask, mesh, real = (X.mask, X.mesh, X.num_rows) if sharded else (None, None, None)
     X = kernel.prepare(X.values if sharded else X, "X")
     n = X.shape[0]
-    if not 0 <= tol < 1:
+    if not (isinstance(tol, (int, float)) and 0 <= tol < 1):
         raise ValueError(f"tol must lie in [0, 1), got {tol}")
     real = n if real is None else real
-    max_rank = real if max_rank is None else max_rank
+    max_rank = real if max_rank is None else check_count(max_rank, "max_rank")
     if not 1 <= max_rank <= real:
         raise ValueError(f"max_rank must lie in [1, n = {real}], got {max_rank}")
     d0 = kernel.evaluate_paired(X, X)
