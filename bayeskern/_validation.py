@@ -24,6 +24,7 @@ __all__ = [
     "check_min_points",
     "num_points",
     "as_real_array",
+    "as_finite_array",
     "check_count",
     "check_key",
     "as_matrix",
@@ -91,6 +92,11 @@ def as_real_array(x, name: str):
     if kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
     return jnp.asarray(x)
+
+
+def as_finite_array(x, name: str):
+    """:func:`as_real_array`, then NaN and inf refused (when concrete), naming ``name``."""
+    return check_finite(as_real_array(x, name), name)
 
 
 def check_count(value, name: str, minimum: int = 1) -> int:

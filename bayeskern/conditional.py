@@ -7,7 +7,7 @@ JDL/JPDL models, the low-rank CME, compression results (their KCME) and KBR post
 import jax
 import jax.numpy as jnp
 
-from ._validation import as_real_array, check_finite
+from ._validation import as_finite_array, as_real_array
 from .fitted import fitted
 
 __all__ = ["ConditionalExpectation", "UNDEFINED_MASS", "weighted_expectation", "self_normalised_expectation"]
@@ -70,5 +70,5 @@ def outcome_values(f, outcomes, n: int, dtype, name: str = "f"):
 
 
 def _real(a, name):
-    a = check_finite(as_real_array(a, name), name)
+    a = as_finite_array(a, name)
     return a if jnp.issubdtype(a.dtype, jnp.floating) else a.astype(jnp.result_type(float))

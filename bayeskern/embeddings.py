@@ -6,7 +6,7 @@ import numpy as np
 
 from ._config import require_x64
 from .fitted import fitted
-from ._validation import as_real_array, check_finite, check_positive, check_same_length, is_concrete, num_points
+from ._validation import as_finite_array, check_positive, check_same_length, is_concrete, num_points
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_matvec
 from .linalg import cho_solve_psd, cholesky
@@ -97,7 +97,7 @@ def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
     if weights is None:
         weights = jnp.full((n,), 1.0 / n)
     else:
-        weights = check_finite(as_real_array(weights, "weights").astype(jnp.result_type(float)), "weights")
+        weights = as_finite_array(weights, "weights").astype(jnp.result_type(float))
         if weights.ndim != 1:
             raise ValueError(f"weights must have shape (n,), got {weights.shape}")
         check_same_length(X, weights, "X and weights")

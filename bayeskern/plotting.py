@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._validation import as_real_array, check_count, check_finite
+from ._validation import as_finite_array, check_count
 from .fitted import write_atomic
 
 __all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
@@ -102,4 +102,4 @@ def plot_likelihood_curve(ax, fit, median=None):
 
 def _values(a, name):
     """Plotted values as a finite NumPy array (strings, complex numbers and NaN refused, naming ``name``)."""
-    return np.asarray(check_finite(as_real_array(a, name), name))
+    return np.asarray(as_finite_array(a, name))

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from bayeskern._validation import as_points, as_real_array, check_count, check_finite, check_key, check_same_length
+from bayeskern._validation import as_finite_array, as_points, check_count, check_key, check_same_length
 from bayeskern.kbr.filter import KernelBayesFilter, TuneResult
 from bayeskern.kbr.lowrank import filter_landmarks, landmark_ridges
 from bayeskern.kernels.heuristics import median_heuristic
@@ -139,8 +139,8 @@ def band_coverage(band, Z_true) -> float:
     Raises:
         ValueError: when the band is not (2,) + Z_true.shape.
     """
-    band = np.asarray(check_finite(as_real_array(band, "band"), "band"))
-    Z_true = np.asarray(check_finite(as_real_array(Z_true, "Z_true"), "Z_true"))
+    band = np.asarray(as_finite_array(band, "band"))
+    Z_true = np.asarray(as_finite_array(Z_true, "Z_true"))
     if band.shape != (2,) + Z_true.shape:
         raise ValueError(f"band must have shape (2,) + Z_true.shape = {(2,) + Z_true.shape}, got {band.shape}")
     return float(np.mean((Z_true >= band[0]) & (Z_true <= band[1])))

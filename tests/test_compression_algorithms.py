@@ -203,7 +203,7 @@ def test_bad_inputs_are_named(data):
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="smaller than the number of data points"):
         jkh(x, y, 40, key=key, lam_c=1.0, progress_bar=False)
-    with pytest.raises(ValueError, match="positive integer"):
+    with pytest.raises(ValueError, match="m must be >= 1"):
         jkip(x, y, 0, key=key, progress_bar=False)
     with pytest.raises(ValueError, match="lam_c"):
         ackip(x, y, 5, key=key, lam_c=0.0, progress_bar=False)

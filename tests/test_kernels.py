@@ -147,7 +147,7 @@ def test_median_heuristic_conventions(rng):
         (lambda: RBF(0.0), "lengthscale must be positive"),
         (lambda: Matern32(jnp.array([1.0, np.nan])), "lengthscale must be positive"),
         (lambda: RationalQuadratic(1.0, alpha=0.0), "alpha must be positive"),
-        (lambda: Polynomial(0), "degree must be an integer"),
+        (lambda: Polynomial(0), "degree must be >= 1"),
         (lambda: Polynomial(2, offset=-1.0), "offset must be non-negative"),
         (lambda: 0.0 * RBF(1.0), "scale must be positive"),
     ],

@@ -58,7 +58,7 @@ def test_keys_per_step_and_stop_at_non_finite_loss():
     assert not np.array_equal(a.trace, c.trace)
     blown = minimise(_quadratic, jnp.zeros(1), optax.sgd(1.5), num_steps=5000, data=jnp.ones(1), steps_per_round=100)
     assert not np.isfinite(blown.trace[-1]) and blown.trace.shape[0] < 5000
-    with pytest.raises(ValueError, match="num_steps must be a positive integer"):
+    with pytest.raises(ValueError, match="num_steps must be >= 1"):
         minimise(_quadratic, jnp.zeros(1), optax.sgd(0.1), num_steps=0, data=jnp.ones(1))
     assert adamw(1e-2, 1e-2) is adamw(1e-2, 1e-2)  # one object per setting: compiled rounds are reused
 

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import ndtr
 
-from .._validation import as_real_array, check_count, check_finite, check_key
+from .._validation import as_finite_array, check_count, check_key
 from .standardise import Standardiser
 
 __all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_standardised",
@@ -26,14 +26,14 @@ def heteroscedastic(n: int, key):
 
 def heteroscedastic_truth(x):
     """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic` (user's units): two (N,) arrays."""
-    x = check_finite(as_real_array(x, "x"), "x")
+    x = as_finite_array(x, "x")
     return x * jnp.sin(3.0 * x), 0.1 + 0.5 * jnp.abs(x)
 
 
 def heteroscedastic_truth_standardised(x_std, standardiser):
     """Mean and s.d. of the standardised Y given standardised features x_std (N,) (d_x = d_y = 1)."""
     _check_standardiser(standardiser)
-    x = check_finite(as_real_array(x_std, "x_std"), "x_std") * standardiser.x_scale[0] + standardiser.x_mean[0]
+    x = as_finite_array(x_std, "x_std") * standardiser.x_scale[0] + standardiser.x_mean[0]
     mean, sd = heteroscedastic_truth(x)
     return (mean - standardiser.y_mean[0]) / standardiser.y_scale[0], sd / standardiser.y_scale[0]
 
@@ -109,14 +109,14 @@ def gaussian_expectation(name: str, mu, tau):
     """Closed-form E h(Y) for Y ~ N(mu, tau^2) and the test function ``name`` of :data:`TEST_FUNCTIONS`."""
     if name not in TEST_FUNCTIONS:
         raise ValueError(f"name must be one of {sorted(TEST_FUNCTIONS)}, got {name!r}")
-    mu, tau = check_finite(as_real_array(mu, "mu"), "mu"), check_finite(as_real_array(tau, "tau"), "tau")
+    mu, tau = as_finite_array(mu, "mu"), as_finite_array(tau, "tau")
     return TEST_FUNCTIONS[name][1](mu, tau)
 
 
 def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
     """Random 80/10/10 (default) split: ((x, y) train, (x, y) validation, (x, y) test)."""
     check_key(key)
-    x, y = check_finite(as_real_array(x, "x"), "x"), check_finite(as_real_array(y, "y"), "y")
+    x, y = as_finite_array(x, "x"), as_finite_array(y, "y")
     if x.ndim == 0 or y.ndim == 0 or x.shape[0] != y.shape[0]:
         raise ValueError(f"x and y must hold the same number of rows, got shapes {x.shape} and {y.shape}")
     for name, share in (("val", val), ("test", test)):

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_real_array, check_count, check_finite, check_key, check_positive, is_concrete
+from .._validation import as_finite_array, as_real_array, check_count, check_key, check_positive, is_concrete
 from ..kernels import RBF
 from ..linalg.dense import cho_solve_unchecked
 from ..optim import adam, minimise
@@ -37,10 +37,10 @@ class GaussianSetting:
         values = (self.a, self.b, self.sigma, self.sigma_x, self.ell_x, self.ell_y)
         # a user's setting is checked; JAX's copies (tracers, or placeholders while it rebuilds pytrees) pass through
         if is_concrete(values) and all(isinstance(v, (int, float, str, list, np.ndarray, jax.Array)) for v in values):
-            a = check_finite(as_real_array(self.a, "a"), "a")
+            a = as_finite_array(self.a, "a")
             if a.ndim != 1 or a.shape[0] == 0:
                 raise ValueError(f"a must be a vector (d,), got shape {a.shape}")
-            check_finite(as_real_array(self.b, "b"), "b")
+            as_finite_array(self.b, "b")
             for name in ("sigma", "sigma_x", "ell_x", "ell_y"):
                 check_positive(as_real_array(getattr(self, name), name), name)
 
@@ -130,7 +130,7 @@ def exact_jkip_objective(cx, cy, setting: GaussianSetting):
 
 def exact_herding_score(x, y, cx, cy, row_mask, setting: GaussianSetting):
     """s_t^exact(z) = Gamma(x, y) - (sum_s kappa(z, z_s) + 1/2) / (t + 1) for one candidate (x (d,), y scalar)."""
-    x = check_finite(as_real_array(x, "x"), "x")
+    x = as_finite_array(x, "x")
     if x.shape != (setting.d,):
         raise ValueError(f"x must be one candidate of shape ({setting.d},), got {x.shape}")
     cx = _points(cx, "cx", setting)
@@ -168,7 +168,7 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
 
 def _points(c, name, setting):
     """Points (m, d) of the setting's dimension (a 1-D array is m points when d = 1)."""
-    c = check_finite(as_real_array(c, name), name)
+    c = as_finite_array(c, name)
     if c.ndim == 1 and setting.d == 1:
         c = c[:, None]
     if c.ndim != 2 or c.shape[1] != setting.d:
@@ -178,7 +178,7 @@ def _points(c, name, setting):
 
 def _responses(c, name, m):
     """Scalar responses of m points: (m,) or (m, 1)."""
-    c = check_finite(as_real_array(c, name), name)
+    c = as_finite_array(c, name)
     if c.size != m or c.ndim > 2 or (c.ndim == 2 and c.shape[1] != 1):
         raise ValueError(f"{name} must have shape ({m},) or ({m}, 1) to match the points, got {c.shape}")
     return c

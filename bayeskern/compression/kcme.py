@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import (as_labels, as_matrix, as_points, as_real_array, check_count, check_finite, check_key,
-                           check_same_dim, is_concrete)
+from .._validation import (as_finite_array, as_labels, as_matrix, as_points, check_count, check_key, check_same_dim,
+                           is_concrete)
 from ..kernels import Indicator
 from ..kernels.base import Kernel
 from ..linalg import cholesky, jittered_cholesky
@@ -55,7 +55,7 @@ def conditional_expectation(h_values, weights):
         (N,) or (N, k) array.
     """
     weights = as_matrix(weights, "weights")
-    h_values = check_finite(as_real_array(h_values, "h_values"), "h_values")
+    h_values = as_finite_array(h_values, "h_values")
     if h_values.ndim not in (1, 2) or h_values.shape[0] != weights.shape[0]:
         raise ValueError(f"h_values must have shape ({weights.shape[0]},) or ({weights.shape[0]}, k) to match the "
                          f"weights' rows, got {h_values.shape}")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .._validation import as_real_array, check_count, check_finite, check_positive, check_same_length
+from .._validation import as_finite_array, check_count, check_positive, check_same_length
 from ..kernels.base import Kernel
 from ..kernels.blockwise import split_rows
 from ..linalg import jittered_cholesky
@@ -219,7 +219,7 @@ def label_sweep(terms, labels, n_classes: int):
 
 def _rows(a, name):
     """A real, finite (when concrete) array of rows, (n, ...), for the data blocks."""
-    a = check_finite(as_real_array(a, name), name)
+    a = as_finite_array(a, name)
     if a.ndim == 0 or a.shape[0] == 0:
         raise ValueError(f"{name} must hold at least one row, got shape {a.shape}")
     return a

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_real_array, check_finite
+from .._validation import as_finite_array
 from ..fitted import fitted
 from ..sharding import RowShards
 
@@ -54,7 +54,7 @@ def _moments(a, name):
     if isinstance(a, RowShards):  # over the real rows, on the devices that hold them
         mean, sd = _masked_moments(a.values, a.mask)
     else:
-        a = np.asarray(check_finite(as_real_array(a, name), name), dtype=np.float64)
+        a = np.asarray(as_finite_array(a, name), dtype=np.float64)
         if a.ndim not in (1, 2) or a.shape[0] == 0:
             raise ValueError(f"{name} must be a non-empty array of shape (n,) or (n, d), got {a.shape}")
         mean, sd = a.mean(0), a.std(0)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import jaxopt
 
 from .._config import require_x64
-from .._validation import as_points, as_real_array, check_finite, check_positive, check_same_length
+from .._validation import as_finite_array, as_points, check_positive, check_same_length
 from ..fitted import fitted
 from ..kernels.base import Kernel
 from ..linalg import pivoted_cholesky
@@ -62,7 +62,7 @@ def fit_klr(X, labels, kernel_x: Kernel, lam: float, *, tol: float = 1e-3, max_r
     """
     require_x64("fit_klr")
     X = as_points(X, "X")
-    labels = check_finite(as_real_array(labels, "labels"), "labels").astype(X.dtype).reshape(-1)
+    labels = as_finite_array(labels, "labels").astype(X.dtype).reshape(-1)
     check_same_length(X, labels[:, None], "X and labels")
     if not bool(jnp.all((labels == 0) | (labels == 1))):
         raise ValueError("labels must be 0 or 1")

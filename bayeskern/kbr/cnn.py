@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ..fitted import fitted, static
-from .._validation import as_points, as_real_array, check_count, check_finite, check_key
+from .._validation import as_finite_array, as_points, check_count, check_key
 from .features import fit_feature_network
 
 __all__ = ["ConvFeatures", "init_image_cnn", "train_image_cnn", "CNN_CHANNELS"]
@@ -35,7 +35,7 @@ class ConvFeatures:
 
     def __call__(self, X):
         """Features (n, p) of flattened images X (n, H W C)."""
-        X = check_finite(as_real_array(X, "X"), "X")
+        X = as_finite_array(X, "X")
         if X.ndim != 2 or X.shape[1] != math.prod(self.image_shape):
             raise ValueError(f"X must have shape (n, {math.prod(self.image_shape)}) (flattened {self.image_shape} "
                              f"images), got {X.shape}")

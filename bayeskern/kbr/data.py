@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_real_array, check_count, check_finite, check_key, check_positive
+from .._validation import as_finite_array, check_count, check_key, check_positive
 
 __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_transition", "circle_dynamics",
            "linear_gaussian_sequence", "CIRCLE_SETTINGS", "sprite_sequence", "panorama_scene", "panorama_sequence"]
@@ -120,7 +120,7 @@ def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, 
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
     check_positive(q, "q"), check_positive(r, "r")
-    check_finite(as_real_array(a, "a"), "a")
+    as_finite_array(a, "a")
     k1, kz, kx = jax.random.split(key, 3)
     z1 = jax.random.normal(k1, (1,)) * q / jnp.sqrt(1 - a**2)
 
@@ -207,7 +207,7 @@ def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sig
     T_test = check_count(T_test, "T_test")
     for name, value in (("sigma_theta", sigma_theta), ("sigma_x", sigma_x), ("pixel_noise", pixel_noise)):
         check_positive(value, name)
-    check_finite(as_real_array(omega, "omega"), "omega")
+    as_finite_array(omega, "omega")
     scene = panorama_scene(jax.random.key(0) if scene_key is None else scene_key)
     k_theta, k_view, k_pix = jax.random.split(key, 3)
     steps = omega + sigma_theta * jax.random.normal(k_theta, (T + T_test,))

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 
 from ..fitted import saveable
 from ..optim import adamw, minimise
-from .._validation import as_matrix, as_points, as_real_array, check_count, check_finite, check_key, check_positive, check_same_dim, check_same_length
+from .._validation import (as_finite_array, as_matrix, as_points, check_count, check_key, check_positive,
+                           check_same_dim, check_same_length)
 from ..kernels.base import Kernel
 from ..linalg import jittered_cholesky, pivoted_cholesky, spd_solve
 from ..linalg.dense import whiten_unchecked
@@ -231,7 +232,7 @@ def _network_loss(net, carry, data, key):
 
 def _inputs(X, name, dim):
     """Inputs (n, dim) of a feature map: real, finite when concrete, of the map's input dimension."""
-    X = check_finite(as_real_array(X, name), name)
+    X = as_finite_array(X, name)
     if X.ndim != 2 or X.shape[1] != dim:
         raise ValueError(f"{name} must have shape (n, {dim}) for these features, got {X.shape}")
     return X

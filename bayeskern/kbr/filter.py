@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, as_real_array, check_count, check_finite, check_positive, check_same_length, is_concrete
+from .._validation import as_finite_array, as_points, check_count, check_positive, check_same_length, is_concrete
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -269,7 +269,7 @@ class KernelBayesFilter:
 
 def _as_observations(X, name: str, points: bool):
     """Observations as (T, d_x) points, or any real finite array (e.g. images) for a feature kernel."""
-    return as_points(X, name) if points else check_finite(as_real_array(X, name), name)
+    return as_points(X, name) if points else as_finite_array(X, name)
 
 
 def _uniform_weights(kbf: KernelBayesFilter):

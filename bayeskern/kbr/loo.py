@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_matrix, as_points, as_real_array, check_count, check_finite, check_positive
+from .._validation import as_finite_array, as_matrix, as_points, check_count, check_positive
 
 __all__ = ["kulsif_loo_score", "kulsif_loo_score_atoms_are_data", "successor_priors", "select_eta_loo"]
 
@@ -63,7 +63,7 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
     """
     require_x64("kulsif_loo_score_atoms_are_data")
     s, V = eig_G
-    alphas = check_finite(as_real_array(alphas, "alphas"), "alphas")
+    alphas = as_finite_array(alphas, "alphas")
     if alphas.ndim not in (1, 2) or alphas.shape[-1] != V.shape[0]:
         raise ValueError(f"alphas must have shape ({V.shape[0]},) or (S, {V.shape[0]}) to match G_Z, got {alphas.shape}")
     n = V.shape[0]

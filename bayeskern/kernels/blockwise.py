@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._validation import as_real_array, check_count, check_finite, check_same_length, num_points
+from .._validation import as_finite_array, check_count, check_same_length, num_points
 from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
 from .base import Kernel
 
@@ -91,7 +91,7 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
 
 def _real_tree(A, name):
     """Every leaf of a data pytree as a real array (finite when concrete), for the blocked reductions."""
-    return jax.tree.map(lambda a: check_finite(as_real_array(a, name), name), A)
+    return jax.tree.map(lambda a: as_finite_array(a, name), A)
 
 
 @partial(jax.jit, static_argnames=("block_size",))
@@ -146,7 +146,7 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
     if isinstance(Y, RowShards) != isinstance(V, RowShards):
         raise ValueError("V must be a RowShards exactly when Y is one (shard_rows of V's local rows)")
     values = V.values if isinstance(V, RowShards) else V
-    values = check_finite(as_real_array(values, "V"), "V")  # a complex V is refused, never truncated
+    values = as_finite_array(values, "V")  # a complex V is refused, never truncated
     if not jnp.issubdtype(values.dtype, jnp.floating):
         values = values.astype(jnp.result_type(float))
     if values.ndim not in (1, 2):

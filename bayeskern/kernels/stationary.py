@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from .._validation import as_real_array, check_count, check_finite, check_positive, is_concrete
+from .._validation import as_finite_array, as_real_array, check_count, check_finite, check_positive, is_concrete
 from .base import Kernel, as_float_param
 
 __all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic",
@@ -197,7 +197,7 @@ class RBFFull(Kernel):
     _leaves = ("scale_tril",)
 
     def __init__(self, scale_tril):
-        L = check_finite(as_real_array(scale_tril, "scale_tril"), "scale_tril")
+        L = as_finite_array(scale_tril, "scale_tril")
         if not jnp.issubdtype(L.dtype, jnp.floating):
             L = L.astype(jnp.result_type(float))
         if L.ndim != 2 or L.shape[0] != L.shape[1]:

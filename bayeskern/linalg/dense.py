@@ -12,7 +12,7 @@ import numpy as np
 from jax import lax
 from jax.scipy.linalg import cho_solve, solve_triangular
 
-from .._validation import as_real_array, check_count, check_finite, check_positive, is_concrete
+from .._validation import as_finite_array, as_real_array, check_count, check_finite, check_positive, is_concrete
 
 __all__ = ["CholeskyError", "jittered_cholesky", "cholesky", "cho_solve_psd", "spd_solve", "logdet_from_cholesky",
            "whiten"]
@@ -81,12 +81,12 @@ def _square(A, name):
     return A if jnp.issubdtype(A.dtype, jnp.floating) else A.astype(jnp.result_type(float))
 
 
-def _factor_and_rhs(L, B):
-    """Checked (lower factor, right-hand side) for the solves: real, finite when concrete, matching rows."""
-    L = check_finite(_square(L, "L"), "L")
-    B = check_finite(as_real_array(B, "B"), "B")
+def _factor_and_rhs(L, B, name: str = "L"):
+    """Checked (square matrix, right-hand side) for the solves: real, finite when concrete, matching rows."""
+    L = check_finite(_square(L, name), name)
+    B = as_finite_array(B, "B")
     if B.ndim not in (1, 2) or B.shape[0] != L.shape[0]:
-        raise ValueError(f"B must have shape ({L.shape[0]},) or ({L.shape[0]}, k) to match L, got {B.shape}")
+        raise ValueError(f"B must have shape ({L.shape[0]},) or ({L.shape[0]}, k) to match {name}, got {B.shape}")
     return L, B
 
 
@@ -173,10 +173,7 @@ def spd_solve(A, B):
         CholeskyError: A is not positive definite even with jitter (called on concrete arrays; under ``jit`` the
             solution is NaN instead, for the caller to check).
     """
-    A = check_finite(_square(A, "A"), "A")
-    B = check_finite(as_real_array(B, "B"), "B")
-    if B.ndim not in (1, 2) or B.shape[0] != A.shape[0]:
-        raise ValueError(f"B must have shape ({A.shape[0]},) or ({A.shape[0]}, k) to match A, got {B.shape}")
+    A, B = _factor_and_rhs(A, B, "A")
     X, ok = _spd_solve(A, B)
     if is_concrete(ok) and not bool(ok):
         raise CholeskyError("spd_solve: A is not positive definite (Cholesky failed even with jitter)")
