@@ -7,7 +7,8 @@ start. Importing bayeskern changes no global JAX state.
 import importlib
 
 from . import datasets, kernels
-from ._config import enable_x64, x64_enabled
+from ._config import enable_compilation_cache, enable_x64, x64_enabled
+from ._interrupt import Interrupted
 from ._version import __version__ as _installed_version
 from .conditional import ConditionalExpectation
 from .embeddings import KernelEmbedding, mean_embedding, skmse, witness
@@ -83,9 +84,11 @@ __all__ = [
     "compression",
     "load",
     "FileFormatError",
+    "Interrupted",
     "ConditionalExpectation",
     "enable_x64",
     "x64_enabled",
+    "enable_compilation_cache",
     "Kernel",
     "RBF",
     "Matern12",

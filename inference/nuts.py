@@ -2,17 +2,22 @@
 
 import functools
 import inspect
+import os
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
 from numpyro.distributions.distribution import Unit
-from numpyro.infer import MCMC, NUTS, init_to_uniform, init_to_value
+from numpyro.infer import init_to_uniform, init_to_value
+from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
 from tqdm.auto import tqdm
 
+from bayeskern._interrupt import Interrupted
 from bayeskern._validation import check_count, check_key
 from bayeskern.fitted import fitted, static
 
@@ -47,7 +52,9 @@ class MCMCResult:
         log_likelihood: observed site -> (chains, draws, observations...) pointwise log likelihoods, scaled as they
             enter the posterior (empty when the model has no observed sites).
         diagnostics: :class:`Diagnostics` of the run.
-        wall_time: seconds for warm-up and sampling.
+        wall_time: seconds for the whole run (compilation, warm-up, sampling, postprocessing).
+        timings: seconds by phase: ``warmup`` (first call: with compilation), ``sampling`` (the kept draws alone:
+            divide an ESS by it for ESS per second of sampling) and ``total`` (= ``wall_time``).
         backend: ``"numpyro"`` or ``"blackjax"``.
     """
 
@@ -58,6 +65,7 @@ class MCMCResult:
     log_likelihood: dict
     diagnostics: Diagnostics
     wall_time: float
+    timings: dict
     backend: str = static()
 
     def draws(self) -> dict:
@@ -88,10 +96,12 @@ def _inference_data(samples, stats, observed, constant, loglik, backend):
 def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int = 4, num_warmup: int = 1000,
              num_samples: int = 1000, init_values: dict | None = None, target_accept: float = 0.8,
              max_tree_depth: int = 10, progress_bar: bool = True, rhat_max: float = 1.01, min_ess=None,
-             chain_method: str = "vectorized", dense_mass: bool = False, **model_kwargs) -> MCMCResult:
+             chain_method: str | None = None, dense_mass: bool = False, **model_kwargs) -> MCMCResult:
     """Sample a NumPyro ``model(*model_args, **model_kwargs)`` with NUTS and diagnose the run.
 
-    ``backend="numpyro"``: ``MCMC(NUTS)`` with Stan-style warm-up (step size and mass matrix).
+    ``backend="numpyro"``: NumPyro's NUTS kernel with Stan-style warm-up (step size and mass matrix), run in
+    compiled chunks of 100 transitions (one dispatch per chunk, not per transition; the progress bar moves per
+    chunk).
     ``"blackjax"``: ``blackjax.window_adaptation`` + ``blackjax.nuts`` on the same potential (NumPyro's
     unconstrained log density). Without ``init_values`` each chain starts uniformly in (-2, 2) on the
     unconstrained scale, as Stan does. Models with observed sites also get their pointwise log likelihood (one
@@ -113,13 +123,12 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         progress_bar: show progress.
         rhat_max: warn when the split R-hat exceeds it.
         min_ess: warn when the bulk or tail ESS is below it (default 100 per chain).
-        chain_method: NumPyro backend: ``"vectorized"`` (default) runs the chains in lockstep under ``vmap`` on one
-            device, cheap for small models; ``"sequential"`` runs them one after another, faster for costly,
-            branchy gradients (such as the kernel Bayes filter's: under ``vmap`` both sides of every ``lax.cond``
-            are evaluated and each step waits for the slowest chain); ``"parallel"`` uses one device per chain.
-            BlackJAX chains are always vectorised. ``"parallel"`` needs as many devices as chains; on a CPU make
-            them before JAX starts with ``numpyro.set_host_device_count(num_chains)`` (one chain per core),
-            otherwise NumPyro draws the chains sequentially and says so.
+        chain_method: how the chains share the machine. ``None`` (default): ``"parallel"`` on a CPU,
+            ``"vectorized"`` on an accelerator. ``"parallel"``: every chain runs alone (no lockstep), as many at once as
+            there are CPU cores, each on its own thread (on several devices, chain c on device c mod count).
+            ``"vectorized"``: the chains advance in lockstep under ``vmap`` in one program: each transition waits for
+            the longest trajectory of any chain, but one kernel launch serves all chains (best on a GPU).
+            ``"sequential"``: one chain after another. Data spread over processes always run vectorised.
         dense_mass: adapt a dense mass matrix (the posterior covariance) instead of a diagonal one: fewer leapfrog
             steps for correlated parameters, worth it when there are few of them (a few tens at most).
         **model_kwargs: keyword arguments of the model.
@@ -130,6 +139,8 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
 
     Raises:
         ValueError: for an unknown backend or chain method, counts out of range, or target_accept outside (0, 1).
+        bayeskern.Interrupted: on Ctrl-C; every chain stops at its next chunk of 100 transitions and ``.partial`` is
+            an ``MCMCResult`` of the draws all chains completed (None during warm-up).
 
     Warns:
         MCMCWarning: split R-hat > ``rhat_max``, low ESS or divergent transitions.
@@ -156,29 +167,36 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
     if not isinstance(dense_mass, bool):
         raise TypeError(f"dense_mass must be True or False, got {dense_mass!r}")
-    if chain_method not in _CHAIN_METHODS:
+    if chain_method is not None and chain_method not in _CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {_CHAIN_METHODS}, got {chain_method!r}")
     if init_values is None:
         init = init_to_uniform(radius=2.0)
     else:   # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
         init = init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
-    start = time.perf_counter()
-    if backend == "blackjax" and any(_spans_processes(leaf) for leaf in jax.tree.leaves((model_args, model_kwargs))):
+    spread = any(_spans_processes(leaf) for leaf in jax.tree.leaves((model_args, model_kwargs)))
+    if backend == "blackjax" and spread:
         raise ValueError("backend='blackjax' needs the data on one process; with rows spread over processes "
                          "(RowShards) use backend='numpyro'")
-    if backend == "numpyro":
-        samples, stats = _run_numpyro(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
-                                      target_accept, max_tree_depth, progress_bar, chain_method, dense_mass)
-    else:
-        samples, stats = _run_blackjax(model, model_args, model_kwargs, key, init, num_chains, num_warmup, num_samples,
-                                       target_accept, max_tree_depth, progress_bar, dense_mass)
+    if chain_method is None:
+        chain_method = "parallel" if jax.default_backend() == "cpu" else "vectorized"
+    start = time.perf_counter()
+    run = _run_numpyro if backend == "numpyro" else _run_blackjax
+    samples, stats, timings, finished = run(model, model_args, model_kwargs, key, init, num_chains, num_warmup,
+                                            num_samples, target_accept, max_tree_depth, progress_bar,
+                                            "vectorized" if spread else chain_method, dense_mass)
+    if samples is None:
+        raise Interrupted(None, "NUTS was interrupted during warm-up: no draws yet")
     samples = {k: np.asarray(v) for k, v in samples.items()}  # waits for the device (dispatch is asynchronous)
     stats = {k: np.asarray(v) for k, v in stats.items()}
-    wall = time.perf_counter() - start
+    timings["total"] = time.perf_counter() - start
     observed, loglik = _observations(model, model_args, model_kwargs, samples, key)
     diagnostics = diagnose(az.from_dict(posterior=samples, sample_stats=stats), rhat_max=rhat_max, min_ess=min_ess)
-    return MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik, diagnostics,
-                      wall, backend)
+    result = MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik,
+                        diagnostics, timings["total"], timings, backend)
+    if not finished:
+        raise Interrupted(result, f"NUTS was interrupted after {stats['lp'].shape[1]} of {num_samples} draws per "
+                                  "chain; the draws so far are in .partial")
+    return result
 
 
 def _constant_data(model, args, kwargs) -> dict:
@@ -220,31 +238,145 @@ def _observations(model, args, kwargs, samples, key):
             {k: np.asarray(v).reshape((chains, draws) + v.shape[1:]) for k, v in loglik.items()})
 
 
+def _data_arguments(args, kwargs, spread: bool):
+    """(arrays passed to compiled code, rebuild(arrays) -> (args, kwargs)). Data on one process are closed over
+    (constants: the model's own checks see concrete values while it is traced); rows spread over processes
+    cannot be closed over, so every array of the call is passed as an argument."""
+    if not spread:
+        return [], lambda data: (args, kwargs)
+    leaves, tree = jax.tree.flatten((args, kwargs))
+    dynamic = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (jax.Array, np.ndarray))]
+
+    def rebuild(data):
+        full = list(leaves)
+        for i, leaf in zip(dynamic, data):
+            full[i] = leaf
+        return jax.tree.unflatten(tree, full)
+
+    return [leaves[i] for i in dynamic], rebuild
+
+
 def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
                  chain_method, dense_mass):
-    leaves, tree = jax.tree.flatten((args, kwargs))
-    spread = [i for i, leaf in enumerate(leaves) if _spans_processes(leaf)]
+    """NumPyro's NUTS kernel (``numpyro.infer.hmc``: Stan-style warm-up of step size and mass matrix), driven in
+    compiled chunks of transitions by :func:`_drive`."""
+    data, rebuild = _data_arguments(args, kwargs, any(_spans_processes(leaf) for leaf in jax.tree.leaves((args, kwargs))))
+    made = {}
 
-    def sample(key, spread_leaves):
-        full = list(leaves)
-        for i, leaf in zip(spread, spread_leaves):
-            full[i] = leaf
-        args, kwargs = jax.tree.unflatten(tree, full)
-        kernel = NUTS(model, init_strategy=init, target_accept_prob=target_accept, max_tree_depth=depth,
-                      dense_mass=dense_mass)
-        mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=chain_method,
-                    progress_bar=progress_bar and not spread)
-        mcmc.run(key, *args, extra_fields=("diverging", "num_steps", "accept_prob", "potential_energy", "energy",
-                                            "adapt_state.step_size"), **kwargs)
-        return mcmc.get_samples(group_by_chain=True), mcmc.get_extra_fields(group_by_chain=True)
+    def initial(keys, data):   # (chains,) keys -> stacked initial states; records the kernel and the postprocessing
+        model_args, model_kwargs = rebuild(data)
+        info = initialize_model(keys, model, model_args=model_args, model_kwargs=model_kwargs, init_strategy=init,
+                                dynamic_args=True)
+        init_kernel, made["sample"] = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
+        made["postprocess"] = info.postprocess_fn
+        structure = [tuple(sorted(info.param_info.z))] if dense_mass else []   # NumPyro's form of dense_mass
+        return jax.vmap(lambda p, k: init_kernel(p, warmup, dense_mass=structure, target_accept_prob=target_accept,
+                                                 max_tree_depth=depth, model_args=model_args,
+                                                 model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
 
-    # data spread over processes cannot be closed over by the sampler's compiled loops: pass it in as arguments
-    run = jax.jit(sample) if spread else sample
-    samples, extra = run(key, [leaves[i] for i in spread])
-    stats = {"lp": -extra["potential_energy"], "energy": extra["energy"], "tree_depth": _tree_depth(extra["num_steps"]),
-             "n_steps": extra["num_steps"], "step_size": extra["adapt_state.step_size"],
-             "diverging": extra["diverging"], "acceptance_rate": extra["accept_prob"]}
-    return samples, stats
+    if not data:   # one run of the model on the concrete data, so that its own argument checks apply
+        handlers.trace(handlers.seed(model, key)).get_trace(*args, **kwargs)
+    states = jax.jit(initial)(jax.random.split(key, chains), data)
+
+    def advance(state, data, steps):
+        model_args, model_kwargs = rebuild(data)
+
+        def transition(state):
+            return made["sample"](state, model_args, model_kwargs)
+
+        def one(state, j):
+            state = jax.lax.cond(j < steps, transition, lambda s: s, state)
+            return state, (state.z, {"lp": -state.potential_energy, "energy": state.energy,
+                                     "n_steps": state.num_steps, "step_size": state.adapt_state.step_size,
+                                     "diverging": state.diverging, "acceptance_rate": state.accept_prob})
+
+        return jax.lax.scan(one, state, jnp.arange(_CHUNK))
+
+    z, stats, timings, finished = _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_method,
+                                         "NUTS")
+    if z is None:
+        return None, None, timings, finished
+    stats["tree_depth"] = _tree_depth(stats["n_steps"])
+
+    def constrain(z, data):   # sequential over draws: one model evaluation each (deterministic sites)
+        model_args, model_kwargs = rebuild(data)
+        return jax.lax.map(made["postprocess"](*model_args, **model_kwargs), z)
+
+    return _constrained(constrain, z, data), stats, timings, finished
+
+
+def _constrained(constrain, z, data):
+    """Constrained sites of the draws z (site -> (chains, draws, ...))."""
+    chains, draws = jax.tree.leaves(z)[0].shape[:2]
+    flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), z)
+    return jax.tree.map(lambda a: np.asarray(a).reshape((chains, draws) + a.shape[1:]), jax.jit(constrain)(flat, data))
+
+
+def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_method, name):
+    """``warmup`` then ``draws`` transitions of every chain, in chunks of ``advance(state, data, steps) -> (state,
+    trace)`` (a compiled scan of ``_CHUNK`` transitions of which the first ``steps`` are taken: one compilation).
+
+    ``states`` stack the chains on axis 0. ``"vectorized"``: the chains advance in lockstep under ``vmap`` (one
+    program; each step waits for the longest trajectory of any chain). Otherwise each chain runs alone:
+    ``"parallel"`` on one thread per CPU core (JAX releases the GIL while a chunk runs; with several devices chain c
+    runs on device c mod count), ``"sequential"`` one after another. The phases are timed separately (all chains
+    finish warm-up before sampling starts). A Ctrl-C stops every chain at its next chunk boundary.
+
+    Returns (z, stats) of the kept draws with axes (chains, draws, ...), cut to the number of draws every chain
+    completed (None when interrupted before any), the timings {"warmup", "sampling"} and whether it finished.
+    """
+    if chain_method == "vectorized":
+        groups, width = [states], chains
+        vectorised = jax.jit(jax.vmap(advance, in_axes=(0, None, None)))
+
+        def step(g, state, steps):
+            return vectorised(state, data, steps)
+    else:
+        groups, width = [jax.tree.map(lambda a, c=c: a[c], states) for c in range(chains)], 1
+        single, devices = jax.jit(advance), jax.local_devices()
+
+        def step(g, state, steps):
+            return single(jax.device_put(state, devices[g % len(devices)]), data, steps)
+    workers = max(1, min(len(groups), os.cpu_count() or 1)) if chain_method == "parallel" else 1
+    kept, stop, timings = [[] for _ in groups], threading.Event(), {}
+
+    def run(g, total, keep, bar):
+        done = 0
+        while done < total and not stop.is_set():
+            steps = min(_CHUNK, total - done)
+            groups[g], trace = step(g, groups[g], steps)
+            if keep:
+                kept[g].append(jax.tree.map(lambda a: np.asarray(a)[:, :steps] if chain_method == "vectorized"
+                                            else np.asarray(a)[None, :steps], trace))
+            done += steps
+            bar.update(steps * width)
+
+    pool = ThreadPoolExecutor(workers)
+    finished = False
+    try:
+        with tqdm(total=chains * (warmup + draws), desc=name, disable=not progress_bar, leave=False) as bar:
+            for phase, total in (("warmup", warmup), ("sampling", draws)):
+                bar.set_description(f"{name} {phase}")
+                start = time.perf_counter()
+                for future in [pool.submit(run, g, total, phase == "sampling", bar) for g in range(len(groups))]:
+                    future.result()
+                timings[phase] = time.perf_counter() - start
+        finished = True
+    except KeyboardInterrupt:
+        stop.set()
+    finally:
+        pool.shutdown(wait=True)   # a running chunk completes (at most _CHUNK transitions per chain)
+    return *_cut(kept), timings, finished
+
+
+def _cut(kept):
+    """Concatenate the kept chunk traces ((chains of group, steps, ...) each) of every chain group: the draws of every
+    chain up to the fewest any chain completed, chains on axis 0; (None, None) when there are none."""
+    if not all(kept):
+        return None, None
+    per_group = [jax.tree.map(lambda *a: np.concatenate(a, axis=1), *traces) for traces in kept]
+    count = min(jax.tree.leaves(g)[0].shape[1] for g in per_group)
+    return jax.tree.map(lambda *a: np.concatenate([x[:, :count] for x in a], axis=0), *per_group)
 
 
 def _spans_processes(leaf) -> bool:
@@ -258,7 +390,9 @@ def _tree_depth(num_steps):
 
 
 def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
-                  dense_mass):
+                  chain_method, dense_mass):
+    """``blackjax.window_adaptation`` (one compiled warm-up per chain, vectorised) and ``blackjax.nuts`` on NumPyro's
+    unconstrained log density, sampled in chunks by :func:`_drive`."""
     import blackjax  # here, not at module import: importing blackjax starts JAX's backend, after which
     from blackjax.adaptation.base import get_filter_adapt_info_fn  # the CPU device count can no longer be set
     keys = jax.random.split(key, chains + 1)
@@ -279,35 +413,32 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
         adapted, _ = adaptation.run(key, z, num_steps=warmup)
         return adapted.state, adapted.parameters
 
-    @jax.jit
-    @jax.vmap
-    def sample_chunk(state, parameters, keys):
-        step = blackjax.nuts(logdensity, **{**parameters, "max_num_doublings": depth}).step
+    def advance(carry, data, steps):
+        state, parameters, key = carry
+        kernel = blackjax.nuts(logdensity, **{**parameters, "max_num_doublings": depth})
 
-        def one(state, k):
-            state, info = step(k, state)
-            return state, (state.position, {"lp": state.logdensity, "energy": info.energy,
-                                            "tree_depth": info.num_trajectory_expansions,
-                                            "n_steps": info.num_integration_steps,
-                                            "step_size": parameters["step_size"],
-                                            "diverging": info.is_divergent, "acceptance_rate": info.acceptance_rate})
+        def one(carry, j):
+            state, key = carry
+            key, k = jax.random.split(key)
+            idle = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(kernel.step, k, state)[1])
+            state, info = jax.lax.cond(j < steps, lambda s: kernel.step(k, s), lambda s: (s, idle), state)
+            return (state, key), (state.position, {
+                "lp": state.logdensity, "energy": info.energy, "tree_depth": info.num_trajectory_expansions,
+                "n_steps": info.num_integration_steps, "step_size": parameters["step_size"],
+                "diverging": info.is_divergent, "acceptance_rate": info.acceptance_rate})
 
-        return jax.lax.scan(one, state, keys)
+        (state, key), trace = jax.lax.scan(one, (state, key), jnp.arange(_CHUNK))
+        return (state, parameters, key), trace
 
     warm_key, sample_key = jax.random.split(keys[0])
+    start = time.perf_counter()
     state, parameters = warm_up(jax.random.split(warm_key, chains), z0)
-    # sampling in equal compiled chunks of at most _CHUNK transitions (a progress bar, a bounded compiled-loop
-    # length and one compilation: the last chunk may run past `draws`, its extra transitions are dropped)
-    num_chunks = -(-draws // _CHUNK)
-    chunk = -(-draws // num_chunks)
-    step_keys = jax.random.split(sample_key, (chains, num_chunks * chunk))
-    traces = []
-    for start in tqdm(range(0, num_chunks * chunk, chunk), desc="NUTS (blackjax)", disable=not progress_bar,
-                      leave=False):
-        state, trace = sample_chunk(state, parameters, step_keys[:, start:start + chunk])
-        traces.append(trace)
-    positions, stats = jax.tree.map(lambda *a: jnp.concatenate(a, axis=1)[:, :draws], *traces)
-    flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), positions)
-    constrained = jax.jit(lambda f: jax.lax.map(postprocess_fn, f))(flat)  # sequential: re-runs the model per draw
-    samples = jax.tree.map(lambda a: a.reshape((chains, draws) + a.shape[1:]), constrained)
-    return samples, stats
+    jax.block_until_ready(state)
+    warm_seconds = time.perf_counter() - start
+    carry = (state, parameters, jax.random.split(sample_key, chains))
+    z, stats, timings, finished = _drive(advance, carry, None, chains, 0, draws, progress_bar, chain_method,
+                                         "NUTS (blackjax)")
+    timings["warmup"] = warm_seconds
+    if z is None:
+        return None, None, timings, finished
+    return _constrained(lambda f, _: jax.lax.map(postprocess_fn, f), z, None), stats, timings, finished

@@ -127,6 +127,9 @@ CASES = [
     ("fitted.read_tag", "path not a path", lambda f: bk.fitted.read_tag(3.5), TypeError, "path"),
     ("fitted.write_atomic", "writer not callable", lambda f: bk.fitted.write_atomic(f["png"], b"bytes"), TypeError,
      "write"),
+    ("enable_compilation_cache", "a file, not a folder", lambda f: bk.enable_compilation_cache(f["npy"]), ValueError,
+     "path"),
+    ("enable_compilation_cache", "path not a path", lambda f: bk.enable_compilation_cache(3.5), TypeError, "path"),
     ("fitted.fitted", "not a class", lambda f: bk.fitted.fitted(3), TypeError, "cls"),
     ("fitted.saveable", "not a class", lambda f: bk.fitted.saveable("x"), TypeError, "cls"),
     ("fitted.is_registered", "tag not a string", lambda f: bk.fitted.is_registered(3), TypeError, "tag"),
@@ -598,6 +601,7 @@ NO_INPUT = {
     "Kernel": "abstract base class", "kernels.Stationary": "abstract base class",
     "cli.build_parser": "takes no argument (the parser is exercised by every CLI row)",
     "fitted.static": "a dataclass field marker; its keywords go to dataclasses.field",
+    "Interrupted": "an exception the library raises on Ctrl-C; its partial result may be anything",
 }
 # result records the library builds and returns (their producers have rows above)
 RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.EmbeddingPosterior", "bke.WitnessPosterior",

@@ -188,3 +188,77 @@ def test_pointwise_log_likelihood_skips_factors_and_keeps_the_tempering():
     np.testing.assert_array_equal(observed["y"], y)
     np.testing.assert_allclose(loglik["y"], 0.5 * norm.logpdf(y, mu[..., None], 1.0), rtol=1e-12)
     assert _observations(lambda: numpyro.factor("f", 1.0), (), {}, {"mu": mu}, jax.random.key(0)) == ({}, {})
+
+
+def _normal_model(y):
+    import numpyro
+
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+
+def test_chain_methods_run_the_same_chains_and_time_the_phases():
+    """Each chain's transitions depend only on its key: one thread per chain, one chain after another and the chains
+    in lockstep under vmap give the same draws; the timings split warm-up from sampling."""
+    y = np.random.default_rng(3).normal(1.0, 1.0, 30)
+    runs = {method: run_nuts(_normal_model, y, key=jax.random.key(4), num_chains=3, num_warmup=150, num_samples=230,
+                             chain_method=method, progress_bar=False) for method in ("parallel", "sequential",
+                                                                                    "vectorized")}
+    np.testing.assert_array_equal(runs["parallel"].samples["mu"], runs["sequential"].samples["mu"])
+    np.testing.assert_allclose(runs["vectorized"].samples["mu"], runs["parallel"].samples["mu"], rtol=1e-9)
+    for run in runs.values():
+        assert run.samples["mu"].shape == (3, 230)   # 230 = two full chunks of 100 and one of 30
+        t = run.timings
+        assert set(t) == {"warmup", "sampling", "total"} and 0 < t["sampling"] and t["warmup"] + t["sampling"] <= t["total"]
+        assert t["total"] == run.wall_time
+    with pytest.warns(MCMCWarning):   # no warm-up: step size 1 on a posterior of sd 0.18 diverges
+        no_warmup = run_nuts(_normal_model, y, key=jax.random.key(4), num_chains=2, num_warmup=0, num_samples=5,
+                             progress_bar=False)
+    assert no_warmup.samples["mu"].shape == (2, 5) and no_warmup.timings["warmup"] < no_warmup.timings["total"]
+
+
+_INTERRUPTED_RUNS = """
+import os, signal, threading, jax, numpy as np, numpyro, numpyro.distributions as dist, bayeskern as bk
+from bayeskern.inference import run_nuts
+bk.enable_x64()
+calls, fired = [0], threading.Event()
+
+def count(_):   # one model evaluation done; past the limit, press Ctrl-C once
+    calls[0] += 1
+    if calls[0] > LIMIT[0] and not fired.is_set():
+        fired.set()
+        os.kill(os.getpid(), signal.SIGINT)
+
+def model(y):
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    jax.debug.callback(count, mu)
+    numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+y = np.random.default_rng(0).normal(size=20)
+for warmup, samples, limit in ((10**6, 10, 300), (20, 10**6, 3000)):
+    calls[0], LIMIT = 0, [limit]
+    fired.clear()
+    try:
+        run_nuts(model, y, key=jax.random.key(1), num_chains=2, num_warmup=warmup, num_samples=samples,
+                 max_tree_depth=3, progress_bar=False)
+        print("finished")
+    except bk.Interrupted as e:
+        p = e.partial
+        print("partial", None if p is None else (p.samples["mu"].shape, p.sample_stats["lp"].shape,
+                                                   bool(np.isfinite(p.samples["mu"]).all())), str(e))
+"""
+
+
+def test_ctrl_c_stops_nuts_and_keeps_the_draws_so_far():
+    """A SIGINT during warm-up raises Interrupted with nothing; during sampling, with an MCMCResult of the draws every
+    chain completed (whole chunks of 100). Run in a subprocess: the signal goes to the whole process."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_RUNS], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = proc.stdout.strip().splitlines()
+    assert first.startswith("partial None") and "during warm-up" in first
+    shape = eval(second.split(" ", 1)[1].rsplit(") NUTS", 1)[0] + ")")[0]
+    assert shape[0] == 2 and 100 <= shape[1] < 10**6 and shape[1] % 100 == 0, second
+    assert "True" in second and "the draws so far are in .partial" in second

@@ -33,6 +33,30 @@ def test_import_changes_no_global_state_and_subpackages_install_under_bayeskern(
     assert out.stdout.split() == ["False", "True"]
 
 
+def test_the_compilation_cache_lets_a_second_process_skip_compilation(tmp_path):
+    """The first process writes its compiled programs to the folder; a second one with the same program finds them
+    (JAX counts persistent-cache hits) and writes nothing new. A file is refused as the folder."""
+    code = f"""
+        import jax, jax.numpy as jnp, bayeskern as bk
+        from jax._src import monitoring
+        hits = []
+        monitoring.register_event_listener(lambda event, **kw: hits.append(event) if "cache_hits" in event else None)
+        print(bk.enable_compilation_cache({str(tmp_path / "cache")!r}))
+        jax.jit(lambda x: jnp.sin(x) @ jnp.cos(x).T)(jnp.ones((7, 3))).block_until_ready()
+        print(len(hits))
+        """
+    first = _run(code)
+    assert first.returncode == 0, first.stderr
+    entries = sorted(p.name for p in (tmp_path / "cache").iterdir())
+    assert first.stdout.split() == [str(tmp_path / "cache"), "0"] and entries
+    second = _run(code)
+    assert second.returncode == 0, second.stderr
+    assert int(second.stdout.split()[1]) >= 1 and sorted(p.name for p in (tmp_path / "cache").iterdir()) == entries
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="path must be a folder"):
+        bk.enable_compilation_cache(tmp_path / "file")
+
+
 def test_gram_solves_refuse_float32():
     out = _run(
         """

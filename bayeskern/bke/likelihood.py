@@ -123,22 +123,31 @@ def _se_weights(x, Z, Ls):
     return -jnp.sum(a**2, axis=0), v
 
 
-def _se_features_and_log_gamma(X, Z, Ls):
+def _se_features_and_log_gamma(X, Z, kernel):
     """K = k(X, Z) (n, m), log sqrt(det J^T J) (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
 
     J^T J = sum_l k(x, z_l)^2 Sigma^{-1} (x - z_l)(x - z_l)^T Sigma^{-1} in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
     v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
     overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
+    For an RBF (Ls diagonal) the whitening is a division, with no triangular solve.
     """
     D = X.shape[1]
-    Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
+    if isinstance(kernel, RBF):
+        ls = jnp.broadcast_to(kernel.lengthscale, (D,))
+        Xw, Zw = X / ls, Z / ls
+    else:
+        Ls = se_scale_tril(kernel, D)
+        Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
     a = [Xw[:, d, None] - Zw[None, :, d] for d in range(D)]  # D x (n, m)
     r2 = sum(ad**2 for ad in a)
     r2_min = jnp.min(r2, axis=1)
     scale = jnp.exp(-0.5 * (r2 - r2_min[:, None]))
     K = jnp.exp(-0.5 * r2_min)[:, None] * scale
-    back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
-    cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
+    if isinstance(kernel, RBF):   # Ls^{-T} a = a / l per coordinate
+        cols = [scale * (a[d] / ls[d]) for d in range(D)]
+    else:
+        back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
+        cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
     if D == 1:
         return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[0] ** 2, axis=1)), jnp.ones_like(r2_min)
     log_r = _log_abs_diag_r(cols)
@@ -157,10 +166,11 @@ def _log_gamma_cauchy_binet_2d(x, Z, Ls):
 _QR_RATIO_MIN = 1e-6  # below this |R_22| / |R_11| the D = 2 QR loses accuracy: use Cauchy-Binet
 
 
-def _log_volume_se(X, Z, Ls, out, ratio):
+def _log_volume_se(X, Z, kernel, out, ratio):
     """Per-point log gamma from the QR values, with the D = 2 Cauchy-Binet fallback where the QR is inaccurate."""
     if X.shape[1] != 2:
         return out
+    Ls = se_scale_tril(kernel, 2)
     bad = ratio < _QR_RATIO_MIN
 
     # Evaluated only for the points that need it (a sequential map with a per-point cond: O(m^2) work and
@@ -179,9 +189,8 @@ def _log_volume_se(X, Z, Ls, out, ratio):
 def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
     """K = k(X, Z) (n, m) and the per-point log-volume (n,) (zeros when ``with_volume`` is False)."""
     if with_volume and volume == "closed":
-        Ls = se_scale_tril(kernel, X.shape[1])
-        K, out, ratio = _se_features_and_log_gamma(X, Z, Ls)
-        lv = _log_volume_se(X, Z, Ls, out, ratio)
+        K, out, ratio = _se_features_and_log_gamma(X, Z, kernel)
+        lv = _log_volume_se(X, Z, kernel, out, ratio)
     else:
         K = kernel.evaluate(X, Z)
         lv = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X) if with_volume else jnp.zeros(X.shape[0], K.dtype)

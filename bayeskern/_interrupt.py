@@ -1,0 +1,24 @@
+"""The exception a long computation raises on Ctrl-C after saving what it finished."""
+
+__all__ = ["Interrupted"]
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C stopped a long run (NUTS, compression, a JDL fit) at a safe point; ``partial`` holds what it finished.
+
+    A subclass of ``KeyboardInterrupt``, so code that does not look for it stops as before. ``partial`` is the
+    run's usual result object built from the work done so far (e.g. an ``MCMCResult`` with the draws each chain
+    completed), or None when nothing was finished.
+
+    Examples:
+        >>> import bayeskern as bk
+        >>> try:
+        ...     raise bk.Interrupted("draws so far", "stopped")
+        ... except KeyboardInterrupt as e:      # still a KeyboardInterrupt
+        ...     print(e.partial)
+        draws so far
+    """
+
+    def __init__(self, partial, message: str = "interrupted"):
+        super().__init__(message)
+        self.partial = partial

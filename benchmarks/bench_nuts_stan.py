@@ -1,0 +1,156 @@
+"""NUTS on the BKE lengthscale posterior: bayeskern's default run_nuts against PyStan 3, side by side on one machine.
+
+The problem: the normal-vs-Laplace samples of Flaxman et al. (2016, Section 5.2), pooled n = 800 with m = 10 points
+held out as inducing points, tau2 = 1, Gamma(1, 1) prior on the lengthscale; 4 chains x (1000 warm-up + 1000
+draws). Stan runs the same log density (benchmarks/_stan_side.py; checked against NumPyro's at 5 points), in
+its own virtual environment (created by this script on first use: python -m venv + pip install pystan).
+bayeskern runs in fresh processes, so compilation is paid as a user pays it: once without and once with the
+persistent compilation cache (bayeskern.enable_compilation_cache). The posterior mean and sd of the lengthscale
+are checked against quadrature on a fine grid (|error| < 3 MCSE for every sampler).
+
+Run:  python benchmarks/bench_nuts_stan.py [--anchors benchmarks/.anchors] [--repeats 1]
+"ESS/s sampling" divides the bulk ESS by the wall time of the sampling phase (bayeskern: MCMCResult.timings;
+Stan: its per-chain "Elapsed Time (Sampling)", packed onto the machine's cores as PyStan runs them);
+"incl. compilation" divides by the whole run_nuts call in a fresh process.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+CHAINS, WARMUP, SAMPLES = 4, 1000, 1000
+CHECK_THETAS = [0.1, 0.2, 0.3, 0.5, 1.0]
+
+BAYESKERN_SIDE = """
+import json, sys, time
+t_import = time.perf_counter()
+import jax, numpy as np, bayeskern as bk
+bk.enable_x64()
+if sys.argv[2] == "cache":
+    bk.enable_compilation_cache(sys.argv[3])
+from bayeskern.inference import run_nuts
+from bayeskern.models import bke_model
+data = json.load(open(sys.argv[1]))
+X, Z = np.asarray(data["x"])[:, None], np.asarray(data["z"])[:, None]
+start = time.perf_counter()
+run = run_nuts(bke_model, X, Z, key=jax.random.key(2), num_chains=data["chains"], num_warmup=data["warmup"],
+               num_samples=data["samples"], progress_bar=False, tau2=data["tau2"])
+seconds = time.perf_counter() - start
+print(json.dumps({"theta": run.samples["lengthscale"].tolist(), "timings": run.timings, "call_seconds": seconds,
+                  "n_leapfrog": float(run.sample_stats["n_steps"].mean())}))
+"""
+
+
+def problem():
+    import jax
+    import bayeskern as bk
+    from bayeskern.bke import hold_out_inducing
+
+    XP, XQ = bk.datasets.normal_vs_laplace(400, seed=0)
+    X, Z = hold_out_inducing(np.vstack([XP, XQ]), jax.random.key(1), 10)
+    return np.asarray(X)[:, 0], np.asarray(Z)[:, 0]
+
+
+def quadrature(x, z, tau2):
+    """Posterior mean and sd of the lengthscale by quadrature in log theta (trapezoid rule, 20001 points)."""
+    import jax
+    import jax.numpy as jnp
+    from bayeskern.bke import SEPseudolikelihood
+
+    objective = SEPseudolikelihood.build(x[:, None], z[:, None])
+    rho = np.linspace(np.log(0.02), np.log(5.0), 20001)
+    # log posterior density of rho = log theta: Gamma(1, 1) prior, L(theta) and the Jacobian theta
+    log_p = np.asarray(jax.jit(jax.vmap(lambda r: objective(jnp.exp(r), tau2) - jnp.exp(r) + r))(rho))
+    w = np.exp(log_p - log_p.max())
+    theta = np.exp(rho)
+    mass = np.trapezoid(w, rho)
+    mean = np.trapezoid(w * theta, rho) / mass
+    return mean, np.sqrt(np.trapezoid(w * (theta - mean) ** 2, rho) / mass), objective
+
+
+def anchors_python(folder: Path) -> Path:
+    python = folder / "bin" / "python"
+    if not python.exists():
+        print(f"# creating the anchors' virtual environment in {folder} (pystan)", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "pystan", "numpy"], check=True)
+    return python
+
+
+def summary(theta, seconds, truth):
+    import arviz as az
+
+    theta = np.asarray(theta)
+    ess = float(az.ess(theta, method="bulk"))
+    mcse_mean, mcse_sd = float(az.mcse(theta, method="mean")), float(az.mcse(theta, method="sd"))
+    mean, sd = theta.mean(), theta.std(ddof=1)
+    ok = abs(mean - truth[0]) < 3 * mcse_mean and abs(sd - truth[1]) < 3 * mcse_sd
+    return {"ess": ess, "ess_per_s": ess / seconds, "mean": mean, "sd": sd, "mean_err_mcse": (mean - truth[0]) / mcse_mean,
+            "sd_err_mcse": (sd - truth[1]) / mcse_sd, "within_3_mcse": ok,
+            "rhat": float(az.rhat(theta))}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--anchors", type=Path, default=HERE / ".anchors", help="virtual environment for PyStan")
+    parser.add_argument("--chains", type=int, default=CHAINS)
+    args = parser.parse_args()
+    import bayeskern as bk
+    from _common import machine_line
+
+    bk.enable_x64()
+    print(machine_line(f"pooled n = 800, m = 10, {args.chains} chains x ({WARMUP} + {SAMPLES})"), flush=True)
+    x, z = problem()
+    tau2 = 1.0
+    truth_mean, truth_sd, objective = quadrature(x, z, tau2)
+    print(f"quadrature: posterior mean {truth_mean:.6f}, sd {truth_sd:.6f}", flush=True)
+    cores = os.cpu_count() or 1
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.json"
+        json.dump({"x": x.tolist(), "z": z.tolist(), "tau2": tau2, "chains": args.chains, "warmup": WARMUP,
+                   "samples": SAMPLES, "check_thetas": CHECK_THETAS}, open(data, "w"))
+        stan_out = Path(tmp) / "stan.json"
+        subprocess.run([str(anchors_python(args.anchors)), str(HERE / "_stan_side.py"), str(data), str(stan_out)],
+                       check=True)
+        stan = json.load(open(stan_out))
+        ours = [np.log(t) + float(objective(t, tau2)) - t for t in CHECK_THETAS]   # the same log density, by hand
+        gap = max(abs(a - b) / abs(b) for a, b in zip(stan["log_density"], ours))
+        print(f"log density, Stan vs bayeskern at theta = {CHECK_THETAS}: max relative difference {gap:.1e}")
+        runs = {}
+        for label, mode in (("fresh process", "plain"), ("fresh process, compilation cache warm", "cache")):
+            if mode == "cache":   # a first process fills the cache
+                subprocess.run([sys.executable, "-c", BAYESKERN_SIDE, str(data), "cache", str(Path(tmp) / "jax")],
+                               check=True, capture_output=True)
+            out = subprocess.run([sys.executable, "-c", BAYESKERN_SIDE, str(data), mode, str(Path(tmp) / "jax")],
+                                 check=True, capture_output=True, text=True).stdout
+            runs[label] = json.loads(out.strip().splitlines()[-1])
+    truth = (truth_mean, truth_sd)
+    stan_sampling = sum(stan["chain_sampling_seconds"]) / min(cores, args.chains)
+    rows = [("PyStan 3 (sampling)", summary(stan["theta"], stan_sampling, truth), stan["n_leapfrog"]),
+            ("PyStan 3 (warm-up + sampling, compiled model cached)", summary(stan["theta"], stan["wall_seconds"], truth),
+             stan["n_leapfrog"])]
+    for label, run in runs.items():
+        rows.append((f"bayeskern default run_nuts, {label} (sampling)",
+                     summary(run["theta"], run["timings"]["sampling"], truth), run["n_leapfrog"]))
+        rows.append((f"bayeskern default run_nuts, {label} (whole call incl. compilation)",
+                     summary(run["theta"], run["call_seconds"], truth), run["n_leapfrog"]))
+    print("| sampler | seconds | bulk ESS | ESS/s | x Stan sampling | mean (err/MCSE) | sd (err/MCSE) | R-hat | "
+          "leapfrog/draw |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    reference = rows[0][1]["ess_per_s"]
+    for label, s, leapfrog in rows:
+        print(f"| {label} | {s['ess'] / s['ess_per_s']:.2f} | {s['ess']:.0f} | {s['ess_per_s']:.0f} | "
+              f"{s['ess_per_s'] / reference:.1f} | {s['mean']:.4f} ({s['mean_err_mcse']:+.1f}) | "
+              f"{s['sd']:.4f} ({s['sd_err_mcse']:+.1f}) | {s['rhat']:.4f} | {leapfrog:.2f} |")
+    print(f"all posteriors within 3 MCSE of quadrature: {all(s['within_3_mcse'] for _, s, _ in rows)}")
+
+
+if __name__ == "__main__":
+    main()
