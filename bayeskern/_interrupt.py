@@ -1,6 +1,6 @@
 """The exception a long computation raises on Ctrl-C after saving what it finished."""
 
-__all__ = ["Interrupted"]
+__all__ = ["Interrupted", "until_interrupted"]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -22,3 +22,12 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, partial, message: str = "interrupted"):
         super().__init__(message)
         self.partial = partial
+
+
+def until_interrupted(run):
+    """(run(), True), or (the partial result, False) when ``run`` raised :class:`Interrupted`: for callers that turn
+    a partial inner result into their own partial result before raising again."""
+    try:
+        return run(), True
+    except Interrupted as stopped:
+        return stopped.partial, False

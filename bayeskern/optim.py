@@ -17,6 +17,7 @@ import optax
 from jax import lax
 from tqdm.auto import tqdm
 
+from ._interrupt import Interrupted
 from ._validation import check_count, check_key, check_positive
 from .fitted import fitted
 
@@ -87,7 +88,8 @@ def minimise(loss, params, optimizer, *, num_steps: int, data=None, carry=None, 
     Steps run in compiled rounds of ``steps_per_round`` (default: all in one round); after each round
     ``after_round(params, carry, data) -> carry`` (compiled with it) may update the carry. With ``tol`` the loop
     stops once the loss changed by at most ``tol`` relative over a round (never while ``after_round`` is set, as
-    the carry changes the objective). Stops at the first non-finite loss (the trace then ends with it). ``loss``,
+    the carry changes the objective). Stops at the first non-finite loss (the trace then ends with it). Ctrl-C
+    stops after the running round and raises :class:`bayeskern.Interrupted` with the ``Minimised`` so far. ``loss``,
     ``optimizer`` and ``after_round`` are static: pass module-level functions (or partials of them with hashable
     settings) so repeated calls reuse the compiled rounds.
     """
@@ -100,18 +102,23 @@ def minimise(loss, params, optimizer, *, num_steps: int, data=None, carry=None, 
     rounds = -(-int(num_steps) // steps_per_round)
     trace, previous = [], None
     with tqdm(total=int(num_steps), desc=description, disable=not progress_bar, leave=False) as progress:
-        for r, round_key in enumerate(jax.random.split(key, rounds)):
-            steps = min(steps_per_round, int(num_steps) - r * steps_per_round)
-            params, opt_state, carry, values = _round(params, opt_state, carry, data,
-                                                      jax.random.split(round_key, steps), loss, optimizer,
-                                                      after_round)
-            values = np.asarray(values)
-            trace.append(values)
-            progress.update(steps)
-            if not np.all(np.isfinite(values)):
-                break
-            if (tol is not None and after_round is None and previous is not None
-                    and abs(previous - values[-1]) <= tol * abs(values[-1])):
-                break
-            previous = values[-1]
+        try:
+            for r, round_key in enumerate(jax.random.split(key, rounds)):
+                steps = min(steps_per_round, int(num_steps) - r * steps_per_round)
+                params, opt_state, carry, values = _round(params, opt_state, carry, data,
+                                                          jax.random.split(round_key, steps), loss, optimizer,
+                                                          after_round)
+                values = np.asarray(values)
+                trace.append(values)
+                progress.update(steps)
+                if not np.all(np.isfinite(values)):
+                    break
+                if (tol is not None and after_round is None and previous is not None
+                        and abs(previous - values[-1]) <= tol * abs(values[-1])):
+                    break
+                previous = values[-1]
+        except KeyboardInterrupt:
+            done = sum(len(t) for t in trace)
+            raise Interrupted(Minimised(params, carry, np.concatenate(trace) if trace else np.zeros(0)),
+                              f"{description}: interrupted after {done} of {num_steps} steps") from None
     return Minimised(params, carry, np.concatenate(trace))

@@ -274,8 +274,9 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
                                                  max_tree_depth=depth, model_args=model_args,
                                                  model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
 
-    if not data:   # one run of the model on the concrete data, so that its own argument checks apply
-        handlers.trace(handlers.seed(model, key)).get_trace(*args, **kwargs)
+    if not data:   # one run of the model on the concrete data, so that its own argument checks apply (its sample
+        # sites take the initial values, which are cheap to draw)
+        handlers.trace(handlers.substitute(handlers.seed(model, key), substitute_fn=init)).get_trace(*args, **kwargs)
     states = jax.jit(initial)(jax.random.split(key, chains), data)
 
     def advance(state, data, steps):

@@ -193,6 +193,8 @@ def test_jdl_validates_fits_and_reads_off_conditional_means(tmp_path):
     s = _summary(out)
     assert s["normalisation_error"] <= 1e-12 and s["constraint"] == "grid" and s["undefined_conditionals"] == 0
     assert s["validation"].startswith("45 ") and s["queries_with_negative_weights"] == 0.0
+    scores = np.loadtxt(out / "validation.csv", delimiter=",", skiprows=1)
+    assert scores.shape == (45, 4) and scores[np.nanargmin(scores[:, 3]), 2] == s["lam"]   # the best row was used
     table = np.loadtxt(out / "conditional.csv", delimiter=",", skiprows=1)
     assert table.shape == (200, 3)
     truth = np.sin(2 * table[:, 0])  # E[Y | x]: tracked, shrunk a little by the positivity constraint
@@ -244,3 +246,73 @@ def test_every_subcommand_explains_its_options():
         assert command.description, name
         for action in command._actions:
             assert action.help, f"{name}: option {action.dest} has no help"
+
+
+def _press_ctrl_c_on_call(monkeypatch, module, name, call):
+    """Make ``module.name`` raise KeyboardInterrupt on its ``call``-th call, as a Ctrl-C arriving then would."""
+    original, calls = getattr(module, name), [0]
+
+    def wrapped(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
+
+
+def test_interrupted_compression_keeps_the_set_so_far(tmp_path, monkeypatch, capsys):
+    import bayeskern.optim
+
+    x, y = bc.data.heteroscedastic(200, jax.random.key(1))
+    np.save(tmp_path / "x.npy", np.asarray(x))
+    np.save(tmp_path / "y.npy", np.asarray(y))
+    _press_ctrl_c_on_call(monkeypatch, bayeskern.optim, "_round", 3)   # ACKIP runs rounds of 50 steps
+    out = tmp_path / "out"
+    assert main(["compress", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--m", "8", "--steps", "500",
+                 "--quiet", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "ACKIP interrupted" in err and "after 100 of 500 steps" in err and "compressed.csv, compressed.npz" in err
+    result = bc.load_result(out / "compressed.npz")
+    assert result.m == 8 and result.objective.shape == (101,) and not (out / "summary.json").exists()
+    np.testing.assert_array_equal(np.loadtxt(out / "compressed.csv", delimiter=",", skiprows=1),
+                                  np.hstack([result.x_original, result.y_original]))
+
+
+def test_interrupted_jdl_validation_keeps_the_scores_so_far(tmp_path, monkeypatch, capsys):
+    import bayeskern.jdl.fit
+
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 2, (120, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.sin(x) + 0.1 * rng.standard_normal((120, 1)))
+    _press_ctrl_c_on_call(monkeypatch, bayeskern.jdl.fit, "fit_jdl", 7)
+    out = tmp_path / "out"
+    assert main(["jdl", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--out", str(out)]) == 130
+    assert "6 of 45 settings scored so far" in capsys.readouterr().err
+    assert np.loadtxt(out / "validation.csv", delimiter=",", skiprows=1).shape == (6, 4)
+    assert not (out / "model.npz").exists()
+
+
+def test_interrupted_nuts_in_the_filter_keeps_the_draws_so_far(tmp_path, monkeypatch, capsys):
+    """The second chunk of the NUTS run (warm-up, then a chunk of 100 draws) ends with a Ctrl-C: posterior.nc holds
+    the 100 draws, the fitted filter is kept, and no predictive output is written."""
+    import bayeskern.inference.nuts as nuts
+
+    class Bar(nuts.tqdm):
+        updates = 0
+
+        def update(self, n=1):
+            Bar.updates += 1
+            if Bar.updates == 2:
+                raise KeyboardInterrupt
+            return super().update(n)
+
+    monkeypatch.setattr(nuts, "tqdm", Bar)
+    _, files = _sequence_files(tmp_path, 80, 20, 2)
+    out = tmp_path / "out"
+    assert main(["filter", *files, "--validation", "30", "--nuts", "--chains", "1", "--warmup", "15", "--samples",
+                 "1000", "--max-tree-depth", "2", "--landmarks", "8", "--out", str(out)]) == 130
+    assert "holds the 100 draws per chain finished so far (of 1000)" in capsys.readouterr().err
+    assert az.from_netcdf(out / "posterior.nc").posterior["log_lam"].shape == (1, 100)
+    assert (out / "filter.npz").exists() and not (out / "filtered.csv").exists()

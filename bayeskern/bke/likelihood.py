@@ -401,8 +401,96 @@ def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume
     return jax.lax.map(chunk, (padded.reshape(chunks, size, dim), valid))
 
 
-@partial(jax.jit, static_argnames=("volume", "convention", "with_volume"))
-def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume):
+def _one_dimensional_se(kernel, prior_cov, X, Z, volume, convention, with_volume) -> bool:
+    """Whether the fused D = 1 form applies: one isotropic SE lengthscale, the exact model with its closed-form
+    volume and Lebesgue measure, all rows on one device, and K_zx small enough to hold whole."""
+    return (isinstance(kernel, RBF) and jnp.size(kernel.lengthscale) == 1 and not isinstance(X, RowShards)
+            and X.shape[1] == 1 and volume == "closed" and with_volume and convention == "exact"
+            and isinstance(prior_cov, ConvolvedSE) and prior_cov.base is kernel and prior_cov.nu == "lebesgue"
+            and prior_cov.r_scale == "exact" and X.shape[0] * Z.shape[0] <= _CHUNK_ENTRIES)
+
+
+def one_dimensional_distances(X, Z):
+    """(d2 (m, n), d2min (n,)): squared distances (z_l - x_i)^2 with the inducing points along rows, and each
+    point's distance to its nearest inducing point; data-only inputs of the fused D = 1 pseudolikelihood, computed
+    once (NumPy on concrete data) instead of at every evaluation."""
+    xp = np if is_concrete((X, Z)) else jnp
+    d2 = (xp.asarray(Z)[:, :1] - xp.asarray(X)[:, 0][None, :]) ** 2
+    return d2, xp.min(d2, axis=0)
+
+
+def _se_1d_parts(lengthscale, d2, d2min, z, tau2):
+    """The D = 1 pseudolikelihood in one pass over the (m, n) squared distances, with what its derivative reuses.
+
+    With s = 1 / l^2, P = exp(-s (d2 - d2min) / 2) lies in (0, 1] (the nearest inducing point gives 1, so the
+    volume sum cannot underflow), K = exp(-s d2min / 2) P = K_zx, and
+    log gamma_i = -s d2min_i / 2 + log(sum_l P_li^2 d2_li) / 2 - 2 log l.
+    """
+    m, n = d2.shape
+    s = 1.0 / lengthscale**2
+    P = jnp.exp(-0.5 * s * (d2 - d2min))
+    K = jnp.exp(-0.5 * s * d2min) * P
+    mu = jnp.mean(K, axis=1)
+    centred = K - mu[:, None]
+    e2 = jnp.sum(centred**2)
+    P2d2 = P**2 * d2
+    volume_sum = jnp.sum(P2d2, axis=0)
+    log_volume = -0.5 * s * jnp.sum(d2min) + 0.5 * jnp.sum(jnp.log(volume_sum)) - 2.0 * n * jnp.log(lengthscale)
+    dz2 = (z[:, None] - z[None, :]) ** 2
+    R = jnp.sqrt(jnp.pi) * lengthscale * jnp.exp(-0.25 * s * dz2)
+    L, _, ok = jittered_cholesky(R + (tau2 / n) * jnp.eye(m, dtype=R.dtype))
+    w = whiten_unchecked(L, mu)
+    value = -0.5 * (logdet_unchecked(L) + jnp.sum(w**2) + e2 / tau2 + m * jnp.log(n) + m * (n - 1) * jnp.log(tau2)
+                    + m * n * jnp.log(2 * jnp.pi)) + log_volume
+    value = jnp.where(ok, value, -jnp.inf)
+    return value, (s, K, centred, P2d2, volume_sum, dz2, R, L, w, ok)
+
+
+@jax.custom_jvp
+def _se_1d_pseudolikelihood(lengthscale, d2, d2min, z, tau2):
+    """L(l, tau2) from the distances of :func:`one_dimensional_distances` and z (m,); its derivative in l reuses
+    the primal's exponentials (other derivatives: plain autodiff)."""
+    return _se_1d_parts(lengthscale, d2, d2min, z, tau2)[0]
+
+
+def _se_1d_pseudolikelihood_jvp(primals, tangents):
+    lengthscale, d2, d2min, z, tau2 = primals
+    if any(not isinstance(t, SymbolicZero) for t in tangents[1:]):
+        return jax.jvp(lambda *a: _se_1d_parts(*a)[0], primals, tuple(
+            jnp.zeros(jnp.shape(p), jnp.result_type(p)) if isinstance(t, SymbolicZero) else t
+            for p, t in zip(primals, tangents)))
+    value, (s, K, centred, P2d2, volume_sum, dz2, R, L, w, ok) = _se_1d_parts(*primals)
+    n = d2.shape[1]
+    # d/dl with ds/dl = -2 s / l:  dK = K d2 s / l;  d log gamma_i = (s / l) sum_l P^2 d2^2 / sum_l P^2 d2 - 2 / l
+    rate = s / lengthscale
+    dK = K * d2 * rate
+    d_mu = jnp.mean(dK, axis=1)
+    d_e2 = 2.0 * jnp.sum(centred * dK)
+    d_volume = rate * jnp.sum(jnp.sum(P2d2 * d2, axis=0) / volume_sum) - 2.0 * n / lengthscale
+    dR = R * (1.0 / lengthscale + 0.5 * rate * dz2)
+    # G = log det A + mu^T A^{-1} mu, A = R + tau2/n I:  dG = tr(A^{-1} dR) + 2 mu^T A^{-1} d_mu - mu^T A^{-1} dR A^{-1} mu
+    V = whiten_unchecked(L, whiten_unchecked(L, dR).T)   # L^{-1} dR L^{-T}
+    dG = jnp.trace(V) + 2.0 * w @ whiten_unchecked(L, d_mu) - w @ V @ w
+    slope = -0.5 * (dG + d_e2 / tau2) + d_volume
+    return value, jnp.where(ok, slope, 0.0) * tangents[0]
+
+
+_se_1d_pseudolikelihood.defjvp(_se_1d_pseudolikelihood_jvp, symbolic_zeros=True)
+
+
+def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, distances=None):
+    """L for checked inputs; the fused D = 1 form where it applies (decided here, where the prior covariance is
+    known to be built on this very kernel: inside the compiled function the two are separate copies)."""
+    fused = _one_dimensional_se(kernel, prior_cov, X, Z, volume, convention, with_volume)
+    return _compiled_log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, fused,
+                                          distances)
+
+
+@partial(jax.jit, static_argnames=("volume", "convention", "with_volume", "fused"))
+def _compiled_log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, fused, distances):
+    if fused:
+        d2, d2min = one_dimensional_distances(X, Z) if distances is None else distances
+        return _se_1d_pseudolikelihood(jnp.reshape(kernel.lengthscale, ()), d2, d2min, Z[:, 0], jnp.asarray(tau2))
     Rzz = prior_cov.evaluate(Z, Z)
     volume_convention = "exact" if convention == "exact" else "stan"
     if convention == "stan_as_printed":

@@ -43,10 +43,10 @@ def main(argv=None) -> int:
         print(f"bayeskern: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        done = sorted(p.name for p in Path(args.out).glob("*") if not p.name.startswith(".tmp-")) \
+        done = sorted(p.name for p in Path(args.out).glob("*") if not p.name.startswith(".")) \
             if Path(args.out).is_dir() else []
         print(f"bayeskern: interrupted; complete files in {args.out}: {', '.join(done) or 'none'} (every file is "
-              "written whole or not at all)", file=sys.stderr)
+              "written whole or not at all; a long run keeps what it finished)", file=sys.stderr)
         return 130
     report(f"{args.command}: done, outputs in {args.out}")
     return 0

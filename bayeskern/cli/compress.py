@@ -6,7 +6,7 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, pyplot, write_summary, write_table
+from ._io import add_seed_and_out, check, load_pair, pyplot, report, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -16,6 +16,7 @@ METHODS = ("ackip", "jkip", "ackh", "jkh")
 def _run(args):
     import jax
 
+    from bayeskern import Interrupted
     from bayeskern import compression as bc
 
     X, Y = load_pair(args.x, args.y)
@@ -28,8 +29,16 @@ def _run(args):
     t0 = time.perf_counter()
     method = getattr(bc, args.method)
     options = {"num_steps": args.steps} if args.method.endswith("kip") else {}
-    result = method(X, Y, args.m, key=key, progress_bar=not args.quiet, **options)
     out = Path(args.out)
+    try:
+        result = method(X, Y, args.m, key=key, progress_bar=not args.quiet, **options)
+    except Interrupted as stopped:
+        if stopped.partial is not None:
+            stopped.partial.save(out / "compressed.npz")
+            _write_csv(stopped.partial, X, Y, args.labels, out)
+            report(f"{args.method.upper()} interrupted: compressed.npz and compressed.csv hold the set so far "
+                   f"({stopped})")
+        raise
     result.save(out / "compressed.npz")
     x_std, y_std = result.standardiser.transform(X, Y)
     data = (np.asarray(x_std), np.asarray(y_std))
@@ -42,13 +51,18 @@ def _run(args):
                "jmmd2_random_subset": float(bc.jmmd2(data, (data[0][random_set], data[1][random_set]),
                                                      result.kernel_x, result.kernel_y)),
                "seconds": round(time.perf_counter() - t0, 3)}
-    y_out = result.y_original.reshape(result.m, -1)
-    header = [f"x{j}" for j in range(X.shape[1])] + ([f"y{j}" for j in range(y_out.shape[1])] if not args.labels
-                                                     else ["label"])
-    write_table(out / "compressed.csv", np.hstack([result.x_original, y_out]), header)
+    _write_csv(result, X, Y, args.labels, out)
     files = [out / "compressed.npz", out / "compressed.csv", _plot(X, Y, result, args.labels, out / "compress.png")]
     write_summary(out, summary, files)
     return summary
+
+
+def _write_csv(result, X, Y, labels, out):
+    """compressed.csv: the set in the data's units, one pair per row."""
+    y_out = result.y_original.reshape(result.m, -1)
+    header = [f"x{j}" for j in range(X.shape[1])] + ([f"y{j}" for j in range(y_out.shape[1])] if not labels
+                                                     else ["label"])
+    write_table(out / "compressed.csv", np.hstack([result.x_original, y_out]), header)
 
 
 def _plot(X, Y, result, labels, path):

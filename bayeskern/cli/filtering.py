@@ -6,7 +6,7 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, write_netcdf, write_summary, write_table
+from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, report, write_netcdf, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -60,14 +60,21 @@ def _bayesian_average(args, X, Z, X_test, tuned, key, out):
     """NUTS over the filter's hyperparameters from the grid optimum, then posterior predictive filtering."""
     import jax
 
+    from bayeskern import Interrupted
     from bayeskern.inference import kbf_init_values, posterior_predictive_filter, run_nuts
     from bayeskern.models import kbf_hyper_model, split_for_validation
 
     split = split_for_validation(X, Z, n_val=args.validation, num_landmarks=args.landmarks or None)
-    mcmc = run_nuts(kbf_hyper_model, split, key=jax.random.fold_in(key, 1), method=args.method,
-                    num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
-                    init_values=kbf_init_values(tuned, Z.shape[1]), max_tree_depth=args.max_tree_depth,
-                    chain_method="sequential")
+    try:
+        mcmc = run_nuts(kbf_hyper_model, split, key=jax.random.fold_in(key, 1), method=args.method,
+                        num_chains=args.chains, num_warmup=args.warmup, num_samples=args.samples,
+                        init_values=kbf_init_values(tuned, Z.shape[1]), max_tree_depth=args.max_tree_depth)
+    except Interrupted as stopped:
+        if stopped.partial is not None:
+            write_netcdf(stopped.partial.idata, out / "posterior.nc")
+            report(f"NUTS interrupted: posterior.nc holds the {stopped.partial.samples['log_cx'].shape[1]} draws "
+                   f"per chain finished so far (of {args.samples}); no predictive filtering was run")
+        raise
     write_netcdf(mcmc.idata, out / "posterior.nc")
     pred = posterior_predictive_filter(mcmc.draws(), X, Z, X_test, key=jax.random.fold_in(key, 2),
                                        method=args.method, num_draws=args.draws, level=args.level)
@@ -125,7 +132,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--validation", type=int, default=200,
                    help="validation steps at the end of the training run (default 200, at most T/2 are used)")
     p.add_argument("--nuts", action="store_true", help="also sample the hyperparameter posterior with NUTS")
-    p.add_argument("--chains", type=int, default=2, help="NUTS chains, run one after another (default 2)")
+    p.add_argument("--chains", type=int, default=2, help="NUTS chains, one per CPU core at a time (default 2)")
     p.add_argument("--warmup", type=int, default=300, help="NUTS warm-up iterations per chain (default 300)")
     p.add_argument("--samples", type=int, default=300, help="NUTS draws per chain (default 300)")
     p.add_argument("--max-tree-depth", type=int, default=6, help="NUTS maximum tree depth (default 6)")

@@ -6,7 +6,7 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, write_summary, write_table
+from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, report, write_summary, write_table
 
 __all__ = ["add_parsers"]
 
@@ -24,9 +24,24 @@ def _validate(X, Y, args, key):
 
     perm = np.asarray(jax.random.permutation(key, X.shape[0]))
     val, fit = perm[: X.shape[0] // 5], perm[X.shape[0] // 5:]
-    (sx, sy, lam), scores = select_hyperparameters(X[fit], Y[fit], lambda m: held_out_ratio_loss(m, X[val], Y[val]),
-                                                   scales=SCALES, lams=LAMBDAS, tol=args.tol)
+    try:
+        (sx, sy, lam), scores = select_hyperparameters(X[fit], Y[fit],
+                                                       lambda m: held_out_ratio_loss(m, X[val], Y[val]),
+                                                       scales=SCALES, lams=LAMBDAS, tol=args.tol)
+    except bk.Interrupted as stopped:
+        if stopped.partial is not None:
+            _write_scores(stopped.partial[1], Path(args.out))
+            report(f"validation interrupted: validation.csv holds the {len(stopped.partial[1])} of "
+                   f"{len(SCALES) ** 2 * len(LAMBDAS)} settings scored so far")
+        raise
+    _write_scores(scores, Path(args.out))
     return (sx * float(bk.median_heuristic(X[fit])), sy * float(bk.median_heuristic(Y[fit])), lam), scores
+
+
+def _write_scores(scores, out):
+    """validation.csv: one row per (bandwidth multiple of X, of Y, lambda) with its held-out loss."""
+    write_table(out / "validation.csv", np.array([[*k, v] for k, v in scores.items()]),
+                ["scale_x", "scale_y", "lam", "held_out_loss"])
 
 
 def _negative_share(model, Xq) -> float:
@@ -113,7 +128,7 @@ def add_parsers(sub) -> None:
                                    "pivoted Cholesky bases) and reads off E[Y | x] and sd[Y | x] at query points. "
                                    "Without --lam, bandwidths (0.5, 1, 2 x median) and lambda are chosen by a "
                                    "held-out least-squares loss. Writes summary.json, conditional.csv, model.npz "
-                                   "(bayeskern.load) and jdl.png.")
+                                   "(bayeskern.load), jdl.png and, when validating, validation.csv.")
     p.add_argument("x", help="conditioning sample (n, d_x): .npy or .csv/.txt, one point per row")
     p.add_argument("y", help="outcomes (n, d_y), paired with X row by row")
     p.add_argument("--query", default=None,
@@ -128,4 +143,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--scale-y", type=float, default=1.0, help="with --lam: the same for Y (default 1)")
     add_seed_and_out(p, "seed of the validation split")
     p.set_defaults(run=_run, check=_check,
-                   outputs=lambda a: ["summary.json", "model.npz", "conditional.csv", "jdl.png"])
+                   outputs=lambda a: ["summary.json", "model.npz", "conditional.csv", "jdl.png"]
+                   + ["validation.csv"] * (a.lam is None))

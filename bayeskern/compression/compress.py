@@ -16,6 +16,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from .._config import require_x64
+from .._interrupt import Interrupted, until_interrupted
 from .._validation import check_key, num_points
 from ..kernels.base import Kernel
 from ..linalg import CholeskyError
@@ -160,18 +161,23 @@ def _herd(method, x, y, m, *, lam_c, candidates, replace, gradient, steps_per_po
     timings = {"select_lambda": time.perf_counter() - start}
     with tqdm(total=m, desc=method.upper(), disable=not progress_bar) as bar:
         if gradient:
-            cx, cy, trace = herd_gradient(method, problem.x, problem.y, problem.blocks, problem.kernel_x,
-                                          problem.kernel_y, m, key=k_opt, steps_per_point=steps_per_point,
-                                          optimizer=optimizer or adam(0.01), lam_c=lam,
-                                          n_classes=problem.n_classes, progress=bar)
+            (cx, cy, trace), finished = until_interrupted(lambda: herd_gradient(
+                method, problem.x, problem.y, problem.blocks, problem.kernel_x, problem.kernel_y, m, key=k_opt,
+                steps_per_point=steps_per_point, optimizer=optimizer or adam(0.01), lam_c=lam,
+                n_classes=problem.n_classes, progress=bar))
             indices = None
         else:
             px, py, pool_idx = _pool(problem, candidates, k_pool)
-            chosen, trace = herd_pool(method, px, py, problem.blocks, problem.kernel_x, problem.kernel_y, m,
-                                      x=problem.x, y=problem.y, lam_c=lam, replace=replace, progress=bar)
+            (chosen, trace), finished = until_interrupted(lambda: herd_pool(
+                method, px, py, problem.blocks, problem.kernel_x, problem.kernel_y, m, x=problem.x, y=problem.y,
+                lam_c=lam, replace=replace, progress=bar))
             cx, cy = px[chosen], py[chosen]
             indices = None if pool_idx is None else pool_idx[np.asarray(chosen)]
     timings["total"] = time.perf_counter() - start
+    if not finished:
+        partial_set = _result(method, problem, cx, cy, lam, trace, indices, timings) if len(trace) else None
+        raise Interrupted(partial_set, f"{method.upper()} was interrupted after {len(trace)} of {m} points; the set "
+                                       "so far is in .partial")
     return _result(method, problem, cx, cy, lam, trace, indices, timings)
 
 
@@ -309,15 +315,19 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
     params, labels = _best_subset(full_loss, problem, m, n_init, k_init, context)
     discrete = problem.n_classes is not None
     sweep = partial(_data_sweep, method, problem.n_classes) if discrete else None
-    fitted = minimise(partial(_data_loss, method, batch_size=batch_size), params, optimizer or adam(0.01),
-                      num_steps=num_steps, data=context, carry=labels, key=k_opt, after_round=sweep,
-                      steps_per_round=10 if discrete else 50, tol=tol, progress_bar=progress_bar,
-                      description=method.upper())
+    fitted, finished = until_interrupted(lambda: minimise(
+        partial(_data_loss, method, batch_size=batch_size), params, optimizer or adam(0.01), num_steps=num_steps,
+        data=context, carry=labels, key=k_opt, after_round=sweep, steps_per_round=10 if discrete else 50, tol=tol,
+        progress_bar=progress_bar, description=method.upper()))
     params, labels, trace = fitted.params, fitted.carry, fitted.trace
     final = float(_loss_value(full_loss, params, labels, context, k_opt))
     cx, cy = (params, labels) if discrete else params
     timings["total"] = time.perf_counter() - start
-    return _result(method, problem, cx, cy, lam, np.append(trace, final), None, timings)
+    result = _result(method, problem, cx, cy, lam, np.append(trace, final), None, timings)
+    if not finished:
+        raise Interrupted(result, f"{method.upper()} was interrupted after {len(trace)} of {num_steps} steps; the set "
+                                  "so far is in .partial")
+    return result
 
 
 def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimizer=None, batch_size=None, lam_c=None,

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._interrupt import Interrupted
 from ..kernels import TensorProduct
 from ..kernels.blockwise import kernel_row_sums
 from ..kernels.base import Kernel
@@ -114,7 +115,8 @@ def herd_pool(method: str, px, py, data: DataBlocks, kernel_x: Kernel, kernel_y:
     """Greedy selection of m pool pairs: JKH maximises s_t, ACKH minimises F(C_t u {c}).
 
     Returns (indices into the pool (m,), objective trace (m,)): J(C_{t+1}) for JKH, F(C_{t+1}) for ACKH.
-    ``x``, ``y``: the unblocked data (for JKH's mean embedding).
+    ``x``, ``y``: the unblocked data (for JKH's mean embedding). Ctrl-C raises :class:`bayeskern.Interrupted`
+    with (indices, trace) of the points chosen so far.
     """
     P = px.shape[0]
     if not replace and m > P:
@@ -128,12 +130,17 @@ def herd_pool(method: str, px, py, data: DataBlocks, kernel_x: Kernel, kernel_y:
              jnp.zeros(m, bool), jnp.asarray(0), (jnp.zeros(P, px.dtype), jnp.zeros(()), jnp.zeros(())),
              jnp.zeros(P, bool))
     indices, trace = [], []
-    for _ in range(m):
-        state, j, value = _pool_step(state, px, py, data, kernel_x, kernel_y, extras, method, replace)
-        indices.append(int(j))
-        trace.append(float(value))
-        if progress is not None:
-            progress.update(1)
+    try:
+        for _ in range(m):
+            state, j, value = _pool_step(state, px, py, data, kernel_x, kernel_y, extras, method, replace)
+            indices.append(int(j))
+            trace.append(float(value))
+            if progress is not None:
+                progress.update(1)
+    except KeyboardInterrupt:
+        done = min(len(indices), len(trace))
+        raise Interrupted((jnp.asarray(indices[:done], int), jnp.asarray(trace[:done])),
+                          f"{method.upper()}: interrupted after {done} of {m} points") from None
     return jnp.asarray(indices), jnp.asarray(trace)
 
 
@@ -171,7 +178,8 @@ def herd_gradient(method: str, x, y, data: DataBlocks, kernel_x: Kernel, kernel_
     """The paper's herding: each new pair starts at the best of ``n_seeds`` random data pairs and takes
     ``steps_per_point`` optimiser steps (features only for discrete responses, then the best class).
 
-    Returns (cx (m, d_x), cy, objective trace (m,)) with the trace as in :func:`herd_pool`.
+    Returns (cx (m, d_x), cy, objective trace (m,)) with the trace as in :func:`herd_pool`. Ctrl-C raises
+    :class:`bayeskern.Interrupted` with the same triple for the points completed.
     """
     sums = (0.0, 0.0)  # JKH: running self and cross sums of J
     discrete = n_classes is not None
@@ -179,16 +187,22 @@ def herd_gradient(method: str, x, y, data: DataBlocks, kernel_x: Kernel, kernel_
     mask = jnp.zeros(m, bool)
     lam = jnp.asarray(0.0 if lam_c is None else lam_c, dtype=x.dtype)
     trace = []
-    for t, k in enumerate(jax.random.split(key, m)):
-        idx = jax.random.choice(k, x.shape[0], (n_seeds,), replace=False)
-        zx, zy, value = _gradient_step(rows_at(x, idx), rows_at(y, idx), cx, cy, mask, t, data, kernel_x, kernel_y, lam, method,
-                                       steps_per_point, optimizer, discrete, n_classes)
-        if method == "jkh":
-            kappa_bar, chosen, self_term = map(float, _herding_terms(zx, zy, data, kernel_x, kernel_y, cx, cy, mask))
-            sums = (sums[0] + 2.0 * chosen + self_term, sums[1] + kappa_bar)
-            value = sums[0] / (t + 1) ** 2 - 2.0 * sums[1] / (t + 1)
-        cx, cy, mask = cx.at[t].set(zx), cy.at[t].set(zy), mask.at[t].set(True)
-        trace.append(float(value))
-        if progress is not None:
-            progress.update(1)
+    try:
+        for t, k in enumerate(jax.random.split(key, m)):
+            idx = jax.random.choice(k, x.shape[0], (n_seeds,), replace=False)
+            zx, zy, value = _gradient_step(rows_at(x, idx), rows_at(y, idx), cx, cy, mask, t, data, kernel_x,
+                                           kernel_y, lam, method, steps_per_point, optimizer, discrete, n_classes)
+            if method == "jkh":
+                kappa_bar, chosen, self_term = map(float, _herding_terms(zx, zy, data, kernel_x, kernel_y, cx, cy,
+                                                                         mask))
+                sums = (sums[0] + 2.0 * chosen + self_term, sums[1] + kappa_bar)
+                value = sums[0] / (t + 1) ** 2 - 2.0 * sums[1] / (t + 1)
+            cx, cy, mask = cx.at[t].set(zx), cy.at[t].set(zy), mask.at[t].set(True)
+            trace.append(float(value))
+            if progress is not None:
+                progress.update(1)
+    except KeyboardInterrupt:   # the points completed so far: those the mask holds and the trace scored
+        done = min(len(trace), int(mask.sum()))
+        raise Interrupted((cx[:done], cy[:done], jnp.asarray(trace[:done])),
+                          f"{method.upper()}: interrupted after {done} of {m} points") from None
     return cx, cy, jnp.asarray(trace)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
+from .._interrupt import Interrupted
 from .._validation import as_points, check_positive, check_same_length, num_points
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -168,14 +169,25 @@ def select_hyperparameters(X, Y, score, *, scales=(0.5, 1.0, 2.0), lams=(1e-6, 1
 
     Returns:
         ((scale_x, scale_y, lam), scores): the best triple and the score of every triple.
+
+    Raises:
+        bayeskern.Interrupted: on Ctrl-C, with ``partial`` = (best triple, scores) of the settings scored so far.
     """
     med_x, med_y = median_heuristic(X), median_heuristic(Y)
     scores = {}
-    for sx in scales:
-        for sy in scales:
-            bases = jdl_bases(X, Y, RBF(sx * med_x), RBF(sy * med_y), tol=tol)
-            for lam in lams:
-                model = fit_jdl(None, None, None, None, lam, constraint=constraint, bases=bases)
-                scores[(float(sx), float(sy), float(lam))] = float(score(model))
-    best = min(scores, key=lambda k: np.nan_to_num(scores[k], nan=np.inf))
-    return best, scores
+
+    def best():
+        return min(scores, key=lambda k: np.nan_to_num(scores[k], nan=np.inf))
+
+    try:
+        for sx in scales:
+            for sy in scales:
+                bases = jdl_bases(X, Y, RBF(sx * med_x), RBF(sy * med_y), tol=tol)
+                for lam in lams:
+                    model = fit_jdl(None, None, None, None, lam, constraint=constraint, bases=bases)
+                    scores[(float(sx), float(sy), float(lam))] = float(score(model))
+    except KeyboardInterrupt:
+        raise Interrupted((best(), dict(scores)) if scores else None,
+                          f"select_hyperparameters: interrupted after {len(scores)} of "
+                          f"{len(scales) ** 2 * len(lams)} settings") from None
+    return best(), scores
