@@ -16,8 +16,10 @@ def _brute_mmd2(X, Y, k, unbiased):
     return Kxx.mean() + Kyy.mean() - 2 * Kxy.mean()
 
 
-@pytest.mark.parametrize("k", [RBF(0.8), Matern32(jnp.array([0.5, 2.0]))])
+@pytest.mark.parametrize("k", [RBF(0.8), Matern32(jnp.array([0.5, 2.0])), bk.Polynomial(degree=2)])
 def test_estimators_match_brute_force(k, rng):
+    """Blocks of 7 leave rows over in both samples; the within-sample sums use only the blocks on and above the
+    diagonal (the polynomial kernel takes the generic evaluate path)."""
     X, Y = rng.standard_normal((31, 2)), rng.standard_normal((17, 2)) + 0.3
     for block in (7, 1024):
         assert float(bk.mmd2_unbiased(X, Y, k, block_size=block)) == pytest.approx(_brute_mmd2(X, Y, k, True), rel=1e-12)
@@ -29,6 +31,19 @@ def test_estimators_match_brute_force(k, rng):
         for i in range(8)
     ])
     assert float(bk.mmd2_linear(X, Y, k)) == pytest.approx(lin, rel=1e-12)
+
+
+def test_fused_block_sums_equal_an_explicit_double_sum(rng):
+    """The symmetric block sum (each off-diagonal block once, doubled) and the cross sum against exp(-|x - y|^2 / 2l^2)
+    summed in NumPy, for sizes below, at and around multiples of the block size."""
+    from bayeskern.kernels import kernel_sum
+
+    for n in (5, 16, 33):
+        X, Y = rng.standard_normal((n, 3)), rng.standard_normal((n + 4, 3))
+        for A, B in ((X, X), (X, Y)):
+            dense = np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * 0.7**2)).sum()
+            assert float(kernel_sum(RBF(0.7), A, B if B is not A else None, block_size=8)) == pytest.approx(dense,
+                                                                                                         rel=1e-13)
 
 
 def test_gaussian_closed_form_against_quadrature():

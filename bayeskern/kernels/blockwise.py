@@ -9,11 +9,13 @@ from functools import partial
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .._validation import as_finite_array, check_count, check_same_length, num_points
 from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
-from .base import Kernel
+from .base import Kernel, TensorProduct
+from .stationary import _UNROLL_MAX_DIM, Stationary, _sqdist_exact
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -238,8 +240,89 @@ def _ones(Y):
 
 
 def pair_sum(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
-    """sum_{i,j} k(x_i, y_j) over the real rows of prepared X and Y (plain or RowShards). Unchecked, traceable."""
-    return jnp.sum(row_sums(kernel, X, Y, block_size))
+    """sum_{i,j} k(x_i, y_j) over the real rows of prepared X and Y (plain or RowShards). Unchecked, traceable.
+
+    On one process the sum is fused into each block's kernel evaluation (no block of K is stored) and, when X is Y,
+    only the blocks on and above the diagonal are evaluated: K is symmetric, so those above count twice."""
+    if isinstance(X, RowShards) or isinstance(Y, RowShards):
+        return jnp.sum(row_sums(kernel, X, Y, block_size))
+    return _block_total(kernel, X, Y, block_size, X is Y)
+
+
+def _block_total(kernel, X, Y, block_size, symmetric):
+    """sum_{i,j} k(x_i, y_j) for plain X, Y (pytrees of arrays).
+
+    Whole blocks of ``block_size`` rows meet in a scan over block pairs; the rows left over (fewer than a block)
+    meet everything in separate passes of their own static size. No block is padded or masked: a mask inside the
+    loop stops the compiler from fusing the kernel evaluation with the sum."""
+    values, X = fused_form(kernel, X)
+    Y = X if symmetric else fused_form(kernel, Y)[1]
+    X_full, X_rest = _whole_blocks(X, block_size)
+    Y_full, Y_rest = (X_full, X_rest) if symmetric else _whole_blocks(Y, block_size)
+
+    def total(A, B):
+        return jnp.sum(values(A, B))
+
+    def against_blocks(A, blocks):   # sum_j k(a_i, b_j) over all rows of the whole blocks
+        if blocks is None:
+            return 0.0
+        return lax.scan(lambda acc, b: (acc + total(A, b), None), jnp.zeros((), jnp.result_type(float)), blocks)[0]
+
+    out = _pairs_of_blocks(total, X_full, Y_full, symmetric) if X_full is not None and Y_full is not None else 0.0
+    if symmetric:
+        return out + (2.0 * against_blocks(X_rest, X_full) + total(X_rest, X_rest) if X_rest is not None else 0.0)
+    if X_rest is not None:
+        out = out + against_blocks(X_rest, Y_full)
+    if Y_rest is not None:
+        out = out + against_blocks(Y_rest, X_full)   # k is symmetric: sum k(x, y) = sum k(y, x)
+    if X_rest is not None and Y_rest is not None:
+        out = out + total(X_rest, Y_rest)
+    return out
+
+
+def _whole_blocks(A, block_size):
+    """(the first rows of the pytree A cut into whole blocks (blocks, size, ...), the remaining rows), with None for
+    an empty part; the block size is min(block_size, n), so n <= block_size gives one block and no rest."""
+    n = num_points(A)
+    size = min(block_size, n)
+    whole = n // size * size
+    blocks = jax.tree.map(lambda a: a[:whole].reshape((whole // size, size) + a.shape[1:]), A)
+    rest = jax.tree.map(lambda a: a[whole:], A) if whole < n else None
+    return blocks, rest
+
+
+def _pairs_of_blocks(total, A_blocks, B_blocks, symmetric):
+    """sum over block pairs of total(A_I, B_J); when symmetric (A is B) only I <= J, those off the diagonal twice."""
+    na, nb = jax.tree.leaves(A_blocks)[0].shape[0], jax.tree.leaves(B_blocks)[0].shape[0]
+    if symmetric:
+        rows, cols = np.triu_indices(na)
+        weights = np.where(rows == cols, 1.0, 2.0)
+    else:
+        rows, cols = np.divmod(np.arange(na * nb), nb)
+        weights = np.ones(na * nb)
+
+    def step(acc, pair):
+        i, j, weight = pair
+        return acc + weight * total(jax.tree.map(lambda t: t[i], A_blocks), jax.tree.map(lambda t: t[j], B_blocks)), None
+
+    dtype = jnp.result_type(float)
+    return lax.scan(step, jnp.zeros((), dtype), (rows, cols, weights.astype(dtype)))[0]
+
+
+def fused_form(kernel, X):
+    """(values(A, B), X'): k(x, y) = values(x', y') in the form that fuses best with a reduction over a block.
+
+    A stationary kernel in up to 16 dimensions: X' = X scaled by the lengthscales once (O(n)), and values from
+    explicit coordinate differences (elementwise, so compiled into the reduction's loop with no distance matrix
+    stored, and exact where the matrix-product expansion rounds); a tensor product: factor by factor; any other
+    kernel: X itself and its ``evaluate``.
+    """
+    if isinstance(kernel, Stationary) and X.shape[-1] <= _UNROLL_MAX_DIM:
+        return (lambda A, B: kernel.profile(_sqdist_exact(A, B))), kernel._scaled(X)
+    if isinstance(kernel, TensorProduct):
+        (fx, x), (fy, y) = fused_form(kernel.k_x, X[0]), fused_form(kernel.k_y, X[1])
+        return (lambda A, B: fx(A[0], B[0]) * fy(A[1], B[1])), (x, y)
+    return kernel.evaluate, X
 
 
 def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
