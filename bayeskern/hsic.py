@@ -11,8 +11,8 @@ from jax.scipy.special import gammaincc
 from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_count, check_key, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
-from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, diagonal_values, pair_sum,
-                                prepare_rows, row_sums)
+from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, check_kernel, diagonal_values,
+                                pair_sum, prepare_rows, row_sums)
 from .sharding import RowShards, check_same_layout, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
@@ -23,6 +23,7 @@ _METHODS = ("permutation", "gamma")
 
 def _prepare(X, Y, kx, ky, minimum, block_size=1):
     check_count(block_size, "block_size")
+    check_kernel(kx, "kx"), check_kernel(ky, "ky")
     X = prepare_rows(kx, X, "X")
     Y = prepare_rows(ky, Y, "Y")
     check_same_length(X, Y, "X and Y")

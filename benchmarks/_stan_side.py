@@ -1,6 +1,7 @@
 """The PyStan 3 side of bench_nuts_stan.py; runs in the anchors' own virtual environment, never in bayeskern's.
 
-Usage: python _stan_side.py DATA.json OUT.json. The Stan program is the BKE pseudolikelihood of bayeskern's
+Usage: python _stan_side.py DATA.json OUT.json (with "gradient_only": k in DATA, times k gradients instead of
+sampling). The Stan program is the BKE pseudolikelihood of bayeskern's
 ``bke_model`` (D = 1, exact convention, Lebesgue measure, fixed tau2, Gamma(1, 1) prior on the lengthscale),
 written here for Stan with every constant kept, so that its log density can be compared with NumPyro's.
 """
@@ -55,6 +56,14 @@ def main():
     posterior = stan.build(PROGRAM, data=stan_data, random_seed=1)
     build = time.perf_counter() - start
     log_density = [posterior.log_prob([float(np.log(t))], adjust_transform=True) for t in data["check_thetas"]]
+    if data.get("gradient_only"):   # seconds per gradient of the log density (CPU time of one process)
+        posterior.grad_log_prob([0.0])
+        start = time.process_time()
+        for k in range(data["gradient_only"]):
+            posterior.grad_log_prob([0.01 * k])
+        json.dump({"log_density": log_density, "gradient_seconds": (time.process_time() - start)
+                   / data["gradient_only"]}, open(sys.argv[2], "w"))
+        return
     start = time.perf_counter()
     fit = posterior.sample(num_chains=data["chains"], num_warmup=data["warmup"], num_samples=data["samples"])
     wall = time.perf_counter() - start

@@ -8,7 +8,7 @@ bayeskern runs in fresh processes, so compilation is paid as a user pays it: onc
 persistent compilation cache (bayeskern.enable_compilation_cache). The posterior mean and sd of the lengthscale
 are checked against quadrature on a fine grid (|error| < 3 MCSE for every sampler).
 
-Run:  python benchmarks/bench_nuts_stan.py [--anchors benchmarks/.anchors] [--repeats 1]
+Run:  python benchmarks/bench_nuts_stan.py [--anchors benchmarks/.anchors] [--large]
 "ESS/s sampling" divides the bulk ESS by the wall time of the sampling phase (bayeskern: MCMCResult.timings;
 Stan: its per-chain "Elapsed Time (Sampling)", packed onto the machine's cores as PyStan runs them);
 "incl. compilation" divides by the whole run_nuts call in a fresh process.
@@ -48,14 +48,63 @@ print(json.dumps({"theta": run.samples["lengthscale"].tolist(), "timings": run.t
 """
 
 
-def problem():
+def problem(per_sample=400, m=10):
     import jax
     import bayeskern as bk
     from bayeskern.bke import hold_out_inducing
 
-    XP, XQ = bk.datasets.normal_vs_laplace(400, seed=0)
-    X, Z = hold_out_inducing(np.vstack([XP, XQ]), jax.random.key(1), 10)
+    XP, XQ = bk.datasets.normal_vs_laplace(per_sample, seed=0)
+    X, Z = hold_out_inducing(np.vstack([XP, XQ]), jax.random.key(1), m)
     return np.asarray(X)[:, 0], np.asarray(Z)[:, 0]
+
+
+LARGE_SIDE = """
+import json, sys, time
+import jax, jax.numpy as jnp, numpy as np, bayeskern as bk
+from bayeskern.bke import SEPseudolikelihood
+from bayeskern.inference import fit_type2, run_nuts
+from bayeskern.models import bke_model
+bk.enable_x64()
+data = json.load(open(sys.argv[1]))
+X, Z = np.asarray(data["x"])[:, None], np.asarray(data["z"])[:, None]
+objective = SEPseudolikelihood.build(X, Z)
+gradient = jax.jit(jax.value_and_grad(lambda rho: objective(jnp.exp(rho), 1.0)))
+jax.block_until_ready(gradient(0.0))
+start = time.perf_counter()
+for k in range(50):
+    jax.block_until_ready(gradient(0.01 * k))
+per_gradient = (time.perf_counter() - start) / 50
+start = time.perf_counter()
+fit = fit_type2(X, Z)   # two local maxima here (l = 0.15 and 2.2, 166 nats apart): start at the global one
+type2 = time.perf_counter() - start
+run = run_nuts(bke_model, X, Z, key=jax.random.key(3), progress_bar=False, init_values={"lengthscale": fit.lengthscale})
+print(json.dumps({"per_gradient": per_gradient, "wall": time.perf_counter() - start, "timings": run.timings,
+                  "type2": type2, "maxima": [float(m[0]) for m in fit.local_maxima],
+                  "rhat": run.diagnostics.max_rhat, "ess": run.diagnostics.min_ess_bulk,
+                  "divergences": run.diagnostics.divergences, "mean": float(run.samples["lengthscale"].mean())}))
+"""
+
+
+def large(anchors):
+    """Pooled n = 2·10^4, m = 50: seconds per gradient (bayeskern, Stan) and one default run_nuts to convergence."""
+    x, z = problem(10_000, 50)
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "data.json"
+        json.dump({"x": x.tolist(), "z": z.tolist(), "tau2": 1.0, "check_thetas": CHECK_THETAS,
+                   "gradient_only": 20}, open(data, "w"))
+        subprocess.run([str(anchors_python(anchors)), str(HERE / "_stan_side.py"), str(data), str(Path(tmp) / "s.json")],
+                       check=True)
+        stan = json.load(open(Path(tmp) / "s.json"))
+        out = subprocess.run([sys.executable, "-c", LARGE_SIDE, str(data)], check=True, capture_output=True,
+                             text=True).stdout
+    ours = json.loads(out.strip().splitlines()[-1])
+    print(f"pooled n = {len(x)}, m = {len(z)}: seconds per gradient, Stan {stan['gradient_seconds']:.4f}, "
+          f"bayeskern {ours['per_gradient']:.4f} ({stan['gradient_seconds'] / ours['per_gradient']:.1f}x)")
+    print(f"type-II fit {ours['type2']:.1f} s, local maxima at l = {ours['maxima']}; then")
+    print(f"default run_nuts from the fit, 4 chains x (1000 + 1000): wall {ours['wall']:.1f} s (warm-up "
+          f"{ours['timings']['warmup']:.1f} s, sampling {ours['timings']['sampling']:.1f} s), max R-hat "
+          f"{ours['rhat']:.4f}, min bulk ESS {ours['ess']:.0f}, divergences {ours['divergences']}, posterior mean "
+          f"{ours['mean']:.4f}")
 
 
 def quadrature(x, z, tau2):
@@ -101,7 +150,12 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--anchors", type=Path, default=HERE / ".anchors", help="virtual environment for PyStan")
     parser.add_argument("--chains", type=int, default=CHAINS)
+    parser.add_argument("--large", action="store_true", help="also pooled n = 2·10^4, m = 50: per-gradient times "
+                                                             "and a converged default run")
+    parser.add_argument("--only-large", action="store_true", help="only the n = 2·10^4 figures")
     args = parser.parse_args()
+    if args.only_large:
+        return large(args.anchors)
     import bayeskern as bk
     from _common import machine_line
 
@@ -150,6 +204,8 @@ def main():
               f"{s['ess_per_s'] / reference:.1f} | {s['mean']:.4f} ({s['mean_err_mcse']:+.1f}) | "
               f"{s['sd']:.4f} ({s['sd_err_mcse']:+.1f}) | {s['rhat']:.4f} | {leapfrog:.2f} |")
     print(f"all posteriors within 3 MCSE of quadrature: {all(s['within_3_mcse'] for _, s, _ in rows)}")
+    if args.large:
+        large(args.anchors)
 
 
 if __name__ == "__main__":

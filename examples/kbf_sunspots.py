@@ -82,7 +82,7 @@ def main(out, *, test_years=60, n_val=60, landmarks=20, chains=2, warmup=300, sa
 
     split = split_for_validation(X_train, Z_train, n_val=n_val, num_landmarks=landmarks)
     run = run_nuts(kbf_hyper_model, split, key=jax.random.key(seed), num_chains=chains, num_warmup=warmup,
-                   num_samples=samples, init_values=kbf_init_values(tuned, 2), chain_method="sequential",
+                   num_samples=samples, init_values=kbf_init_values(tuned, 2),
                    dense_mass=True, max_tree_depth=3, rhat_max=1.05, min_ess=1)
     d = run.diagnostics
     print(f"NUTS {chains} x ({warmup} + {samples}): {run.wall_time:.1f} s, max R-hat {d.max_rhat:.3f}, "

@@ -138,6 +138,7 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         ``draws()`` pools the chains and ``idata`` is the arviz ``InferenceData``.
 
     Raises:
+        TypeError: model is not a function.
         ValueError: for an unknown backend or chain method, counts out of range, or target_accept outside (0, 1).
         bayeskern.Interrupted: on Ctrl-C; every chain stops at its next chunk of 100 transitions and ``.partial`` is
             an ``MCMCResult`` of the draws all chains completed (None during warm-up).
@@ -158,6 +159,8 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         >>> bool(abs(mu.mean() - y.mean()) < 0.05), mcmc.diagnostics.max_rhat < 1.01
         (True, True)
     """
+    if not callable(model):
+        raise TypeError(f"model must be a NumPyro model function, got {type(model).__name__}")
     if backend not in _BACKENDS:
         raise ValueError(f"backend must be one of {_BACKENDS}, got {backend!r}")
     check_key(key)

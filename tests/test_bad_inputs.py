@@ -43,6 +43,9 @@ def fits():
 CASES = [
     ("mmd2_unbiased", "string data", lambda f: bk.mmd2_unbiased([["a", "b"]] * 3, Y, bk.RBF(1.0)), TypeError, "X must hold real"),
     ("mmd2_biased", "object data", lambda f: bk.mmd2_biased(X, np.array([object()] * 3), bk.RBF(1.0)), TypeError, "Y must hold"),
+    ("mmd2_unbiased", "kernel not a kernel", lambda f: bk.mmd2_unbiased(X, Y, 1.0), TypeError, "kernel must be"),
+    ("hsic_unbiased", "kernel not a kernel", lambda f: bk.hsic_unbiased(X, Y, bk.RBF(1.0), "rbf"), TypeError, "ky must"),
+    ("inference.run_nuts", "model not a function", lambda f: inf.run_nuts(3, X, key=KEY), TypeError, "model must"),
     ("mmd2_unbiased", "complex data", lambda f: bk.mmd2_unbiased(X + 1j, Y, bk.RBF(1.0)), TypeError, "X must be real"),
     ("hsic_unbiased", "ragged data", lambda f: bk.hsic_unbiased([[1.0, 2.0], [1.0]], Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError,
      "X is not a rectangular"),

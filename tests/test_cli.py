@@ -309,10 +309,10 @@ def test_interrupted_nuts_in_the_filter_keeps_the_draws_so_far(tmp_path, monkeyp
             return super().update(n)
 
     monkeypatch.setattr(nuts, "tqdm", Bar)
-    _, files = _sequence_files(tmp_path, 80, 20, 2)
+    _, files = _sequence_files(tmp_path, 60, 10, 2)
     out = tmp_path / "out"
-    assert main(["filter", *files, "--validation", "30", "--nuts", "--chains", "1", "--warmup", "15", "--samples",
-                 "1000", "--max-tree-depth", "2", "--landmarks", "8", "--out", str(out)]) == 130
+    assert main(["filter", *files, "--validation", "24", "--nuts", "--chains", "1", "--warmup", "5", "--samples",
+                 "1000", "--max-tree-depth", "2", "--landmarks", "5", "--out", str(out)]) == 130
     assert "holds the 100 draws per chain finished so far (of 1000)" in capsys.readouterr().err
     assert az.from_netcdf(out / "posterior.nc").posterior["log_lam"].shape == (1, 100)
     assert (out / "filter.npz").exists() and not (out / "filtered.csv").exists()

@@ -117,6 +117,7 @@ def test_two_processes_reproduce_the_single_process_results(tmp_path):
         assert code == 0 and f"ok {i}" in out, err[-3000:]
 
 
+@pytest.mark.slow  # suite time: test_two_processes_reproduce_the_single_process_results runs two processes already
 def test_the_cluster_guide_local_launch_runs(tmp_path):
     """The guide's two-process command, as written there, with small data."""
     text = GUIDE.read_text()

@@ -75,8 +75,8 @@ from bayeskern import kbr
 from bayeskern.inference import run_nuts
 from bayeskern.models import kbf_hyper_model, split_for_validation
 bk.enable_x64()
-seq = kbr.data.circle_dynamics(300, jax.random.key(0), T_test=20)
-split = split_for_validation(seq.X, seq.Z, n_val=100, num_landmarks=(10, 20))
+seq = kbr.data.circle_dynamics(160, jax.random.key(0), T_test=20)
+split = split_for_validation(seq.X, seq.Z, n_val=60, num_landmarks=(8, 12))
 init = {"log_cx": 0.0, "log_cz": 0.0, "log_lam": np.log(1e-3), "log_eta": np.log(1e-4), "log_s": np.log(0.2)}
 run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=2, num_warmup=10, num_samples=10,
                init_values=init, max_tree_depth=3, progress_bar=False, min_ess=1, rhat_max=np.inf,
@@ -86,7 +86,7 @@ print("draws", run.samples["log_cx"].shape)
 
 
 def test_vectorised_chains_on_the_filter_model_do_not_deadlock():
-    """Two vectorised chains over the low-rank filter model (T = 300, (10, 20) landmarks): with jaxlib 0.10's batched
+    """Two vectorised chains over the low-rank filter model (T = 160, (8, 12) landmarks): with jaxlib 0.10's batched
     CPU LAPACK kernels this deadlocked every time within a minute (every intra-op thread blocked in a kernel waiting
     for work queued behind it); the factorisations and solves now stay unbatched under vmap. Run in a subprocess, so
     a regression fails instead of hanging the suite; about 20 s."""

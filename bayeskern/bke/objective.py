@@ -9,7 +9,7 @@ from .._config import require_x64
 from ..kernels.stationary import RBF
 from ..sharding import RowShards
 from .convolved import ConvolvedSE
-from .likelihood import (_CHUNK_ENTRIES, _CONVENTIONS, _log_pseudolikelihood, check_inducing_points,
+from .likelihood import (_CONVENTIONS, FUSED_ENTRIES, _log_pseudolikelihood, check_inducing_points,
                          one_dimensional_distances)
 
 __all__ = ["SEPseudolikelihood"]
@@ -28,7 +28,7 @@ class SEPseudolikelihood:
     log-volume term (for diagnostics only: the optimum then runs to the largest lengthscale).
     ``nu="gaussian"`` with ``eta`` (and optional ``center``) selects the Gaussian measure;
     ``r_scale`` overrides the convention's scale of r_theta ("exact" or "unit"). For D = 1 on one process (n m up to
-    2^18) ``build`` stores the squared distances between X and Z (``distances``) and every evaluation runs a fused
+    2^22) ``build`` stores the squared distances between X and Z (``distances``) and every evaluation runs a fused
     pass over them with a hand-derived lengthscale derivative: about 2.5x faster per gradient, equal to the general
     pass to rounding.
     """
@@ -57,7 +57,7 @@ class SEPseudolikelihood:
             raise ValueError("convention='stan_as_printed' forms K_zx whole: pass X on one process, not a RowShards")
         ConvolvedSE(RBF(1.0), nu=nu, eta=eta, center=center, r_scale=r_scale or "exact")  # validates the options
         distances = None
-        if not isinstance(X, RowShards) and X.shape[1] == 1 and X.shape[0] * Z.shape[0] <= _CHUNK_ENTRIES:
+        if not isinstance(X, RowShards) and X.shape[1] == 1 and X.shape[0] * Z.shape[0] <= FUSED_ENTRIES:
             distances = one_dimensional_distances(X, Z)   # reused by every evaluation of the fused D = 1 form
         return cls(X, Z, convention, volume, nu, eta, center, r_scale, distances)
 

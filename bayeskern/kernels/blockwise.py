@@ -166,8 +166,16 @@ def kernel_matvec(kernel: Kernel, X, Y, V, *, block_size: int = DEFAULT_BLOCK_SI
     return out.with_values(out.values[:, 0]) if isinstance(out, RowShards) else out[:, 0]
 
 
+def check_kernel(kernel, name: str = "kernel"):
+    """``kernel`` if it is a bayeskern :class:`Kernel`, else a ``TypeError`` naming ``name``."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"{name} must be a bayeskern kernel (e.g. bayeskern.RBF(1.0)), got {type(kernel).__name__}")
+    return kernel
+
+
 def prepare_rows(kernel: Kernel, X, name: str):
     """``kernel.prepare(X, name)`` for an input that may be a :class:`~bayeskern.sharding.RowShards`."""
+    check_kernel(kernel, "kernel" if name in ("X", "Y") else f"the kernel of {name}")
     if isinstance(X, RowShards):
         return X.with_values(kernel.prepare(X.values, name))
     return kernel.prepare(X, name)
@@ -176,6 +184,7 @@ def prepare_rows(kernel: Kernel, X, name: str):
 def prepare_pair(kernel: Kernel, X, Y):
     """``kernel.prepare_pair`` for inputs that may be :class:`~bayeskern.sharding.RowShards` (their values are
     prepared; the result keeps the RowShards)."""
+    check_kernel(kernel)
     x, y = (A.values if isinstance(A, RowShards) else A for A in (X, Y))
     x, y = kernel.prepare_pair(x, y)
     return (X.with_values(x) if isinstance(X, RowShards) else x, Y.with_values(y) if isinstance(Y, RowShards) else y)
