@@ -368,6 +368,9 @@ def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_met
         finished = True
     except KeyboardInterrupt:
         stop.set()
+    except BaseException:   # an error in one chain stops the others at their next chunk, then surfaces
+        stop.set()
+        raise
     finally:
         pool.shutdown(wait=True)   # a running chunk completes (at most _CHUNK transitions per chain)
     return *_cut(kept), timings, finished

@@ -262,3 +262,27 @@ def test_ctrl_c_stops_nuts_and_keeps_the_draws_so_far():
     shape = eval(second.split(" ", 1)[1].rsplit(") NUTS", 1)[0] + ")")[0]
     assert shape[0] == 2 and 100 <= shape[1] < 10**6 and shape[1] % 100 == 0, second
     assert "True" in second and "the draws so far are in .partial" in second
+
+
+def test_an_error_in_one_chain_stops_the_others(monkeypatch):
+    """The progress bar fails once, after one chain's first chunk: the error surfaces at once, not after the
+    other chain's 10^7 warm-up transitions (minutes)."""
+    import time
+
+    import bayeskern.inference.nuts as nuts
+
+    class Bar(nuts.tqdm):
+        failed = False
+
+        def update(self, n=1):   # fails once, in whichever chain reports first; the other chain goes on
+            if not Bar.failed:
+                Bar.failed = True
+                raise RuntimeError("display failed")
+            return super().update(n)
+
+    monkeypatch.setattr(nuts, "tqdm", Bar)
+    y = np.random.default_rng(5).normal(size=10)
+    start = time.perf_counter()
+    with pytest.raises(RuntimeError, match="display failed"):
+        run_nuts(_normal_model, y, key=jax.random.key(0), num_chains=2, num_warmup=10**7, num_samples=10)
+    assert time.perf_counter() - start < 60
