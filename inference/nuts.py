@@ -5,7 +5,7 @@ import inspect
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
 import jax
 import jax.numpy as jnp
@@ -176,7 +176,7 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         init = init_to_uniform(radius=2.0)
     else:   # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
         init = init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
-    spread = any(_spans_processes(leaf) for leaf in jax.tree.leaves((model_args, model_kwargs)))
+    spread = _any_spread((model_args, model_kwargs))
     if backend == "blackjax" and spread:
         raise ValueError("backend='blackjax' needs the data on one process; with rows spread over processes "
                          "(RowShards) use backend='numpyro'")
@@ -263,7 +263,7 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
                  chain_method, dense_mass):
     """NumPyro's NUTS kernel (``numpyro.infer.hmc``: Stan-style warm-up of step size and mass matrix), driven in
     compiled chunks of transitions by :func:`_drive`."""
-    data, rebuild = _data_arguments(args, kwargs, any(_spans_processes(leaf) for leaf in jax.tree.leaves((args, kwargs))))
+    data, rebuild = _data_arguments(args, kwargs, _any_spread((args, kwargs)))
     made = {}
 
     def initial(keys, data):   # (chains,) keys -> stacked initial states; records the kernel and the postprocessing
@@ -362,7 +362,10 @@ def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_met
             for phase, total in (("warmup", warmup), ("sampling", draws)):
                 bar.set_description(f"{name} {phase}")
                 start = time.perf_counter()
-                for future in [pool.submit(run, g, total, phase == "sampling", bar) for g in range(len(groups))]:
+                futures = [pool.submit(run, g, total, phase == "sampling", bar) for g in range(len(groups))]
+                for future in wait(futures, return_when=FIRST_EXCEPTION).done:   # the first error, whichever chain
+                    future.result()
+                for future in futures:
                     future.result()
                 timings[phase] = time.perf_counter() - start
         finished = True
@@ -384,6 +387,10 @@ def _cut(kept):
     per_group = [jax.tree.map(lambda *a: np.concatenate(a, axis=1), *traces) for traces in kept]
     count = min(jax.tree.leaves(g)[0].shape[1] for g in per_group)
     return jax.tree.map(lambda *a: np.concatenate([x[:, :count] for x in a], axis=0), *per_group)
+
+
+def _any_spread(tree) -> bool:
+    return any(_spans_processes(leaf) for leaf in jax.tree.leaves(tree))
 
 
 def _spans_processes(leaf) -> bool:

@@ -287,7 +287,8 @@ def test_log_volume_falls_back_to_cauchy_binet_where_qr_loses_accuracy():
     X = Z[:4] + 0.05 * rng.standard_normal((4, 2))  # each x next to one inducing point
     X = np.vstack([X, rng.uniform(-2, 2, (3, 2))])
     k = RBF(0.08)  # tiny lengthscale: one point dominates J, |R_22| / |R_11| collapses
-    ratios = np.asarray(_se_features_and_log_gamma(jnp.asarray(X), jnp.asarray(Z), k)[2])
+    Ls = np.eye(2) * 0.08
+    ratios = np.asarray(_se_features_and_log_gamma(jnp.asarray(X), jnp.asarray(Z), jnp.asarray(Ls))[2])
     assert np.any(ratios < _QR_RATIO_MIN) and np.any(ratios >= _QR_RATIO_MIN)  # both branches are exercised
     # reference: Cauchy-Binet in log space, written out independently
     expected = []

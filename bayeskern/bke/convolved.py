@@ -53,10 +53,7 @@ class ConvolvedSE(Kernel):
         D = X.shape[-1]
         Ls = se_scale_tril(self.base, D)
         half_logdet_sigma = jnp.sum(jnp.log(jnp.diag(Ls)))
-        if isinstance(self.base, RBF):   # diagonal Ls: whitening is a division
-            Xw, Yw = X / jnp.diag(Ls), Y / jnp.diag(Ls)
-        else:
-            Xw, Yw = _whiten(Ls, X), _whiten(Ls, Y)
+        Xw, Yw = _whiten(Ls, X), _whiten(Ls, Y)
         d2 = jnp.sum((Xw - Yw) ** 2, axis=-1) if paired else squared_distances(Xw, Yw)
         log_r = -0.25 * d2
         if self.r_scale == "exact":

@@ -60,22 +60,26 @@ def _kron_inputs(Kzx, Rzz, tau2):
 
 def _kron_loglik_from_stats(mu, e2, n, Rzz, tau2, method="cholesky"):
     """Eq. (33) from its sufficient statistics: the feature mean mu (m,) and the centred sum of squares e2."""
-    m = mu.shape[0]
-    noise = tau2 / n
     if method == "cholesky":
-        L, _, ok = jittered_cholesky(Rzz + noise * jnp.eye(m, dtype=Rzz.dtype))
-        logdet = logdet_unchecked(L)
-        quad = jnp.sum(whiten_unchecked(L, mu) ** 2)
-    elif method == "eigh":
-        lam, Q = jnp.linalg.eigh(0.5 * (Rzz + Rzz.T))
-        lam = jnp.maximum(lam, 0.0) + noise
-        logdet = jnp.sum(jnp.log(lam))
-        quad = jnp.sum((Q.T @ mu) ** 2 / lam)
-        ok = True
-    else:
+        return _kron_cholesky_parts(mu, e2, n, Rzz, tau2)[0]
+    if method != "eigh":
         raise ValueError(f"method must be 'cholesky' or 'eigh', got {method!r}")
-    value = -0.5 * (logdet + quad + e2 / tau2 + m * jnp.log(n) + m * (n - 1) * jnp.log(tau2) + m * n * jnp.log(2 * jnp.pi))
-    return jnp.where(ok, value, -jnp.inf)
+    lam, Q = jnp.linalg.eigh(0.5 * (Rzz + Rzz.T))
+    lam = jnp.maximum(lam, 0.0) + tau2 / n
+    return _kron_value(jnp.sum(jnp.log(lam)), jnp.sum((Q.T @ mu) ** 2 / lam), e2, mu.shape[0], n, tau2)
+
+
+def _kron_cholesky_parts(mu, e2, n, Rzz, tau2):
+    """(eq. (33), L, L^{-1} mu, ok) with L the jittered Cholesky factor of Rzz + (tau2 / n) I (-inf where it fails)."""
+    m = mu.shape[0]
+    L, _, ok = jittered_cholesky(Rzz + (tau2 / n) * jnp.eye(m, dtype=Rzz.dtype))
+    w = whiten_unchecked(L, mu)
+    value = _kron_value(logdet_unchecked(L), jnp.sum(w**2), e2, m, n, tau2)
+    return jnp.where(ok, value, -jnp.inf), L, w, ok
+
+
+def _kron_value(logdet, quad, e2, m, n, tau2):
+    return -0.5 * (logdet + quad + e2 / tau2 + m * jnp.log(n) + m * (n - 1) * jnp.log(tau2) + m * n * jnp.log(2 * jnp.pi))
 
 
 def kron_loglik_as_printed(Kzx, Rzz, tau2):
@@ -123,31 +127,22 @@ def _se_weights(x, Z, Ls):
     return -jnp.sum(a**2, axis=0), v
 
 
-def _se_features_and_log_gamma(X, Z, kernel):
+def _se_features_and_log_gamma(X, Z, Ls):
     """K = k(X, Z) (n, m), log sqrt(det J^T J) (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
 
     J^T J = sum_l k(x, z_l)^2 Sigma^{-1} (x - z_l)(x - z_l)^T Sigma^{-1} in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
     v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
     overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
-    For an RBF (Ls diagonal) the whitening is a division, with no triangular solve.
     """
     D = X.shape[1]
-    if isinstance(kernel, RBF):
-        ls = jnp.broadcast_to(kernel.lengthscale, (D,))
-        Xw, Zw = X / ls, Z / ls
-    else:
-        Ls = se_scale_tril(kernel, D)
-        Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
+    Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
     a = [Xw[:, d, None] - Zw[None, :, d] for d in range(D)]  # D x (n, m)
     r2 = sum(ad**2 for ad in a)
     r2_min = jnp.min(r2, axis=1)
     scale = jnp.exp(-0.5 * (r2 - r2_min[:, None]))
     K = jnp.exp(-0.5 * r2_min)[:, None] * scale
-    if isinstance(kernel, RBF):   # Ls^{-T} a = a / l per coordinate
-        cols = [scale * (a[d] / ls[d]) for d in range(D)]
-    else:
-        back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
-        cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
+    back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
+    cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
     if D == 1:
         return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[0] ** 2, axis=1)), jnp.ones_like(r2_min)
     log_r = _log_abs_diag_r(cols)
@@ -166,11 +161,10 @@ def _log_gamma_cauchy_binet_2d(x, Z, Ls):
 _QR_RATIO_MIN = 1e-6  # below this |R_22| / |R_11| the D = 2 QR loses accuracy: use Cauchy-Binet
 
 
-def _log_volume_se(X, Z, kernel, out, ratio):
+def _log_volume_se(X, Z, Ls, out, ratio):
     """Per-point log gamma from the QR values, with the D = 2 Cauchy-Binet fallback where the QR is inaccurate."""
     if X.shape[1] != 2:
         return out
-    Ls = se_scale_tril(kernel, 2)
     bad = ratio < _QR_RATIO_MIN
 
     # Evaluated only for the points that need it (a sequential map with a per-point cond: O(m^2) work and
@@ -189,8 +183,9 @@ def _log_volume_se(X, Z, kernel, out, ratio):
 def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
     """K = k(X, Z) (n, m) and the per-point log-volume (n,) (zeros when ``with_volume`` is False)."""
     if with_volume and volume == "closed":
-        K, out, ratio = _se_features_and_log_gamma(X, Z, kernel)
-        lv = _log_volume_se(X, Z, kernel, out, ratio)
+        Ls = se_scale_tril(kernel, X.shape[1])
+        K, out, ratio = _se_features_and_log_gamma(X, Z, Ls)
+        lv = _log_volume_se(X, Z, Ls, out, ratio)
     else:
         K = kernel.evaluate(X, Z)
         lv = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X) if with_volume else jnp.zeros(X.shape[0], K.dtype)
@@ -429,7 +424,7 @@ def _se_1d_parts(lengthscale, d2, d2min, z, tau2):
     volume sum cannot underflow), K = exp(-s d2min / 2) P = K_zx, and
     log gamma_i = -s d2min_i / 2 + log(sum_l P_li^2 d2_li) / 2 - 2 log l.
     """
-    m, n = d2.shape
+    n = d2.shape[1]
     s = 1.0 / lengthscale**2
     P = jnp.exp(-0.5 * s * (d2 - d2min))
     K = jnp.exp(-0.5 * s * d2min) * P
@@ -439,14 +434,10 @@ def _se_1d_parts(lengthscale, d2, d2min, z, tau2):
     P2d2 = P**2 * d2
     volume_sum = jnp.sum(P2d2, axis=0)
     log_volume = -0.5 * s * jnp.sum(d2min) + 0.5 * jnp.sum(jnp.log(volume_sum)) - 2.0 * n * jnp.log(lengthscale)
-    dz2 = (z[:, None] - z[None, :]) ** 2
-    R = jnp.sqrt(jnp.pi) * lengthscale * jnp.exp(-0.25 * s * dz2)
-    L, _, ok = jittered_cholesky(R + (tau2 / n) * jnp.eye(m, dtype=R.dtype))
-    w = whiten_unchecked(L, mu)
-    value = -0.5 * (logdet_unchecked(L) + jnp.sum(w**2) + e2 / tau2 + m * jnp.log(n) + m * (n - 1) * jnp.log(tau2)
-                    + m * n * jnp.log(2 * jnp.pi)) + log_volume
-    value = jnp.where(ok, value, -jnp.inf)
-    return value, (s, K, centred, P2d2, volume_sum, dz2, R, L, w, ok)
+    R = ConvolvedSE(RBF(lengthscale)).evaluate(z[:, None], z[:, None])
+    gaussian, L, w, ok = _kron_cholesky_parts(mu, e2, n, R, tau2)
+    value = jnp.where(ok, gaussian + log_volume, -jnp.inf)
+    return value, (s, K, centred, P2d2, volume_sum, R, L, w, ok)
 
 
 @jax.custom_jvp
@@ -462,7 +453,7 @@ def _se_1d_pseudolikelihood_jvp(primals, tangents):
         return jax.jvp(lambda *a: _se_1d_parts(*a)[0], primals, tuple(
             jnp.zeros(jnp.shape(p), jnp.result_type(p)) if isinstance(t, SymbolicZero) else t
             for p, t in zip(primals, tangents)))
-    value, (s, K, centred, P2d2, volume_sum, dz2, R, L, w, ok) = _se_1d_parts(*primals)
+    value, (s, K, centred, P2d2, volume_sum, R, L, w, ok) = _se_1d_parts(*primals)
     n = d2.shape[1]
     # d/dl with ds/dl = -2 s / l:  dK = K d2 s / l;  d log gamma_i = (s / l) sum_l P^2 d2^2 / sum_l P^2 d2 - 2 / l
     rate = s / lengthscale
@@ -470,7 +461,7 @@ def _se_1d_pseudolikelihood_jvp(primals, tangents):
     d_mu = jnp.mean(dK, axis=1)
     d_e2 = 2.0 * jnp.sum(centred * dK)
     d_volume = rate * jnp.sum(jnp.sum(P2d2 * d2, axis=0) / volume_sum) - 2.0 * n / lengthscale
-    dR = R * (1.0 / lengthscale + 0.5 * rate * dz2)
+    dR = R * (1.0 / lengthscale + 0.5 * rate * (z[:, None] - z[None, :]) ** 2)   # R = sqrt(pi) l exp(-s dz^2 / 4)
     # G = log det A + mu^T A^{-1} mu, A = R + tau2/n I:  dG = tr(A^{-1} dR) + 2 mu^T A^{-1} d_mu - mu^T A^{-1} dR A^{-1} mu
     V = whiten_unchecked(L, whiten_unchecked(L, dR).T)   # L^{-1} dR L^{-T}
     dG = jnp.trace(V) + 2.0 * w @ whiten_unchecked(L, d_mu) - w @ V @ w

@@ -57,7 +57,8 @@ class SEPseudolikelihood:
             raise ValueError("convention='stan_as_printed' forms K_zx whole: pass X on one process, not a RowShards")
         ConvolvedSE(RBF(1.0), nu=nu, eta=eta, center=center, r_scale=r_scale or "exact")  # validates the options
         distances = None
-        if not isinstance(X, RowShards) and X.shape[1] == 1 and X.shape[0] * Z.shape[0] <= FUSED_ENTRIES:
+        if (convention == "exact" and volume == "closed" and nu == "lebesgue" and r_scale in (None, "exact")
+                and not isinstance(X, RowShards) and X.shape[1] == 1 and X.shape[0] * Z.shape[0] <= FUSED_ENTRIES):
             distances = one_dimensional_distances(X, Z)   # reused by every evaluation of the fused D = 1 form
         return cls(X, Z, convention, volume, nu, eta, center, r_scale, distances)
 

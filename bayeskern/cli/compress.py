@@ -35,7 +35,7 @@ def _run(args):
     except Interrupted as stopped:
         if stopped.partial is not None:
             stopped.partial.save(out / "compressed.npz")
-            _write_csv(stopped.partial, X, Y, args.labels, out)
+            _write_csv(stopped.partial, X.shape[1], args.labels, out)
             report(f"{args.method.upper()} interrupted: compressed.npz and compressed.csv hold the set so far "
                    f"({stopped})")
         raise
@@ -51,16 +51,16 @@ def _run(args):
                "jmmd2_random_subset": float(bc.jmmd2(data, (data[0][random_set], data[1][random_set]),
                                                      result.kernel_x, result.kernel_y)),
                "seconds": round(time.perf_counter() - t0, 3)}
-    _write_csv(result, X, Y, args.labels, out)
+    _write_csv(result, X.shape[1], args.labels, out)
     files = [out / "compressed.npz", out / "compressed.csv", _plot(X, Y, result, args.labels, out / "compress.png")]
     write_summary(out, summary, files)
     return summary
 
 
-def _write_csv(result, X, Y, labels, out):
+def _write_csv(result, dim_x, labels, out):
     """compressed.csv: the set in the data's units, one pair per row."""
     y_out = result.y_original.reshape(result.m, -1)
-    header = [f"x{j}" for j in range(X.shape[1])] + ([f"y{j}" for j in range(y_out.shape[1])] if not labels
+    header = [f"x{j}" for j in range(dim_x)] + ([f"y{j}" for j in range(y_out.shape[1])] if not labels
                                                      else ["label"])
     write_table(out / "compressed.csv", np.hstack([result.x_original, y_out]), header)
 

@@ -72,7 +72,7 @@ def _bayesian_average(args, X, Z, X_test, tuned, key, out):
     except Interrupted as stopped:
         if stopped.partial is not None:
             write_netcdf(stopped.partial.idata, out / "posterior.nc")
-            report(f"NUTS interrupted: posterior.nc holds the {stopped.partial.samples['log_cx'].shape[1]} draws "
+            report(f"NUTS interrupted: posterior.nc holds the {stopped.partial.sample_stats['lp'].shape[1]} draws "
                    f"per chain finished so far (of {args.samples}); no predictive filtering was run")
         raise
     write_netcdf(mcmc.idata, out / "posterior.nc")

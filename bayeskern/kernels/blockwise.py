@@ -264,8 +264,8 @@ def _block_total(kernel, X, Y, block_size, symmetric):
     Whole blocks of ``block_size`` rows meet in a scan over block pairs; the rows left over (fewer than a block)
     meet everything in separate passes of their own static size. No block is padded or masked: a mask inside the
     loop stops the compiler from fusing the kernel evaluation with the sum."""
-    values, X = fused_form(kernel, X)
-    Y = X if symmetric else fused_form(kernel, Y)[1]
+    values, X = _fused_form(kernel, X)
+    Y = X if symmetric else _fused_form(kernel, Y)[1]
     X_full, X_rest = _whole_blocks(X, block_size)
     Y_full, Y_rest = (X_full, X_rest) if symmetric else _whole_blocks(Y, block_size)
 
@@ -273,11 +273,9 @@ def _block_total(kernel, X, Y, block_size, symmetric):
         return jnp.sum(values(A, B))
 
     def against_blocks(A, blocks):   # sum_j k(a_i, b_j) over all rows of the whole blocks
-        if blocks is None:
-            return 0.0
         return lax.scan(lambda acc, b: (acc + total(A, b), None), jnp.zeros((), jnp.result_type(float)), blocks)[0]
 
-    out = _pairs_of_blocks(total, X_full, Y_full, symmetric) if X_full is not None and Y_full is not None else 0.0
+    out = _pairs_of_blocks(total, X_full, Y_full, symmetric)
     if symmetric:
         return out + (2.0 * against_blocks(X_rest, X_full) + total(X_rest, X_rest) if X_rest is not None else 0.0)
     if X_rest is not None:
@@ -290,8 +288,8 @@ def _block_total(kernel, X, Y, block_size, symmetric):
 
 
 def _whole_blocks(A, block_size):
-    """(the first rows of the pytree A cut into whole blocks (blocks, size, ...), the remaining rows), with None for
-    an empty part; the block size is min(block_size, n), so n <= block_size gives one block and no rest."""
+    """(the first rows of the pytree A cut into whole blocks (blocks, size, ...), the remaining rows or None); the
+    block size is min(block_size, n), so there is at least one block, and n <= block_size leaves no rest."""
     n = num_points(A)
     size = min(block_size, n)
     whole = n // size * size
@@ -318,7 +316,7 @@ def _pairs_of_blocks(total, A_blocks, B_blocks, symmetric):
     return lax.scan(step, jnp.zeros((), dtype), (rows, cols, weights.astype(dtype)))[0]
 
 
-def fused_form(kernel, X):
+def _fused_form(kernel, X):
     """(values(A, B), X'): k(x, y) = values(x', y') in the form that fuses best with a reduction over a block.
 
     A stationary kernel in up to 16 dimensions: X' = X scaled by the lengthscales once (O(n)), and values from
@@ -329,7 +327,7 @@ def fused_form(kernel, X):
     if isinstance(kernel, Stationary) and X.shape[-1] <= _UNROLL_MAX_DIM:
         return (lambda A, B: kernel.profile(_sqdist_exact(A, B))), kernel._scaled(X)
     if isinstance(kernel, TensorProduct):
-        (fx, x), (fy, y) = fused_form(kernel.k_x, X[0]), fused_form(kernel.k_y, X[1])
+        (fx, x), (fy, y) = _fused_form(kernel.k_x, X[0]), _fused_form(kernel.k_y, X[1])
         return (lambda A, B: fx(A[0], B[0]) * fy(A[1], B[1])), (x, y)
     return kernel.evaluate, X
 
