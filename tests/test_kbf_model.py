@@ -85,6 +85,7 @@ print("draws", run.samples["log_cx"].shape)
 """
 
 
+@pytest.mark.slow  # suite time: vectorised chains on a CPU are opt-in since run_nuts runs one chain per core
 def test_vectorised_chains_on_the_filter_model_do_not_deadlock():
     """Two vectorised chains over the low-rank filter model (T = 160, (8, 12) landmarks): with jaxlib 0.10's batched
     CPU LAPACK kernels this deadlocked every time within a minute (every intra-op thread blocked in a kernel waiting
