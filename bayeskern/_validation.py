@@ -3,8 +3,13 @@
 Shape checks always run. Value checks (NaN/inf, positivity, integer labels)
 run only on concrete arrays: inside ``jit``/``vmap``/``grad`` the values are
 tracers and cannot be inspected, so traced code relies on the caller having
-validated its data once, outside the transformation.
+validated its data once, outside the transformation. Concrete data stay
+concrete through the conversions here even while a function is being traced
+(e.g. the data a NumPyro model closes over while NUTS compiles it), so their
+value checks run there too.
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -77,6 +82,20 @@ def check_nonnegative(x, name: str):
     return x
 
 
+def _concrete_stays_concrete(convert):
+    """Run the conversion ``convert(x, ...)`` eagerly when ``x`` holds no tracer, even inside a trace: the converted
+    array is then concrete, so the value checks that follow still see its values."""
+    @functools.wraps(convert)
+    def wrapped(x, *args, **kwargs):
+        if not is_concrete(x):
+            return convert(x, *args, **kwargs)
+        with jax.ensure_compile_time_eval():
+            return convert(x, *args, **kwargs)
+
+    return wrapped
+
+
+@_concrete_stays_concrete
 def as_real_array(x, name: str):
     """``x`` as a JAX array of real numbers (integer, boolean or float), or a ``TypeError`` / ``ValueError`` naming
     ``name``: strings, objects and complex numbers are refused (a complex part is never dropped silently), and so
@@ -122,6 +141,7 @@ def check_key(key, name: str = "key"):
     return key
 
 
+@_concrete_stays_concrete
 def as_matrix(A, name: str, shape: tuple = (None, None), *, square: bool = False):
     """``A`` as a finite float matrix (default float: float64 with x64 on, never a float32 solve by accident) of
     ``shape`` (None entries free; a 1-D ``shape`` asks for a vector), square if asked; ``ValueError``/``TypeError``
@@ -151,6 +171,7 @@ def check_covariance(C, name: str, d: int):
     return C
 
 
+@_concrete_stays_concrete
 def as_points(X, name: str = "X"):
     """Return ``X`` as a float array of shape (n, d); a 1-D array is n points in 1-D."""
     X = as_real_array(X, name)
@@ -167,6 +188,7 @@ def as_points(X, name: str = "X"):
     return check_finite(X, name)
 
 
+@_concrete_stays_concrete
 def as_labels(y, name: str = "y"):
     """Return discrete labels as an integer array of shape (n,).
 

@@ -1,7 +1,7 @@
 """The PyStan 3 side of bench_nuts_stan.py; runs in the anchors' own virtual environment, never in bayeskern's.
 
 Usage: python _stan_side.py DATA.json OUT.json (with "gradient_only": k in DATA, times k gradients instead of
-sampling). The Stan program is the BKE pseudolikelihood of bayeskern's
+sampling; with "repeats": r, samples r times with seeds 1..r and reports each run's draws and timings). The Stan program is the BKE pseudolikelihood of bayeskern's
 ``bke_model`` (D = 1, exact convention, Lebesgue measure, fixed tau2, Gamma(1, 1) prior on the lengthscale),
 written here for Stan with every constant kept, so that its log density can be compared with NumPyro's.
 """
@@ -64,20 +64,23 @@ def main():
         json.dump({"log_density": log_density, "gradient_seconds": (time.process_time() - start)
                    / data["gradient_only"]}, open(sys.argv[2], "w"))
         return
-    start = time.perf_counter()
-    fit = posterior.sample(num_chains=data["chains"], num_warmup=data["warmup"], num_samples=data["samples"])
-    wall = time.perf_counter() - start
-    warm, sampling = [], []
-    for output in fit.stan_outputs:
-        text = output.decode()
-        found = re.search(r"Elapsed Time: ([0-9.e+-]+) seconds \(Warm-up\).*?([0-9.e+-]+) seconds \(Sampling\)", text,
-                          re.S)
-        warm.append(float(found.group(1)))
-        sampling.append(float(found.group(2)))
-    theta = np.asarray(fit["theta"]).reshape(-1, data["chains"]).T   # (chains, draws)
-    json.dump({"theta": theta.tolist(), "chain_warmup_seconds": warm, "chain_sampling_seconds": sampling,
-               "wall_seconds": wall, "build_seconds": build, "log_density": log_density,
-               "n_leapfrog": float(np.mean(fit["n_leapfrog__"]))}, open(sys.argv[2], "w"))
+    runs = []
+    for seed in range(1, data.get("repeats", 1) + 1):   # seeds 1, 2, ...: httpstan caches a fit by its seed
+        posterior = stan.build(PROGRAM, data=stan_data, random_seed=seed)
+        start = time.perf_counter()
+        fit = posterior.sample(num_chains=data["chains"], num_warmup=data["warmup"], num_samples=data["samples"])
+        wall = time.perf_counter() - start
+        warm, sampling = [], []
+        for output in fit.stan_outputs:
+            text = output.decode()
+            found = re.search(r"Elapsed Time: ([0-9.e+-]+) seconds \(Warm-up\).*?([0-9.e+-]+) seconds \(Sampling\)",
+                              text, re.S)
+            warm.append(float(found.group(1)))
+            sampling.append(float(found.group(2)))
+        runs.append({"theta": np.asarray(fit["theta"]).reshape(-1, data["chains"]).T.tolist(),   # (chains, draws)
+                     "chain_warmup_seconds": warm, "chain_sampling_seconds": sampling, "wall_seconds": wall,
+                     "n_leapfrog": float(np.mean(fit["n_leapfrog__"]))})
+    json.dump({"runs": runs, "build_seconds": build, "log_density": log_density}, open(sys.argv[2], "w"))
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ bayeskern runs in fresh processes, so compilation is paid as a user pays it: onc
 persistent compilation cache (bayeskern.enable_compilation_cache). The posterior mean and sd of the lengthscale
 are checked against quadrature on a fine grid (|error| < 3 MCSE for every sampler).
 
-Run:  python benchmarks/bench_nuts_stan.py [--anchors benchmarks/.anchors] [--large]
+Run:  python benchmarks/bench_nuts_stan.py [--anchors benchmarks/.anchors] [--repeats 3] [--large]
 "ESS/s sampling" divides the bulk ESS by the wall time of the sampling phase (bayeskern: MCMCResult.timings;
 Stan: its per-chain "Elapsed Time (Sampling)", packed onto the machine's cores as PyStan runs them);
-"incl. compilation" divides by the whole run_nuts call in a fresh process.
+"incl. compilation" divides by the whole run_nuts call in a fresh process. Shared machines are noisy: every
+configuration runs --repeats times (Stan with seeds 1, 2, ...; bayeskern in as many fresh processes, which draw
+identical chains) and the table shows the median ESS/s of the runs, with the spread of their seconds.
 """
 
 import argparse
@@ -150,6 +152,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--anchors", type=Path, default=HERE / ".anchors", help="virtual environment for PyStan")
     parser.add_argument("--chains", type=int, default=CHAINS)
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs of every configuration (median shown)")
     parser.add_argument("--large", action="store_true", help="also pooled n = 2·10^4, m = 50: per-gradient times "
                                                              "and a converged default run")
     parser.add_argument("--only-large", action="store_true", help="only the n = 2·10^4 figures")
@@ -169,7 +172,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.json"
         json.dump({"x": x.tolist(), "z": z.tolist(), "tau2": tau2, "chains": args.chains, "warmup": WARMUP,
-                   "samples": SAMPLES, "check_thetas": CHECK_THETAS}, open(data, "w"))
+                   "samples": SAMPLES, "check_thetas": CHECK_THETAS, "repeats": args.repeats}, open(data, "w"))
         stan_out = Path(tmp) / "stan.json"
         subprocess.run([str(anchors_python(args.anchors)), str(HERE / "_stan_side.py"), str(data), str(stan_out)],
                        check=True)
@@ -182,28 +185,35 @@ def main():
             if mode == "cache":   # a first process fills the cache
                 subprocess.run([sys.executable, "-c", BAYESKERN_SIDE, str(data), "cache", str(Path(tmp) / "jax")],
                                check=True, capture_output=True)
-            out = subprocess.run([sys.executable, "-c", BAYESKERN_SIDE, str(data), mode, str(Path(tmp) / "jax")],
-                                 check=True, capture_output=True, text=True).stdout
-            runs[label] = json.loads(out.strip().splitlines()[-1])
+            runs[label] = [json.loads(subprocess.run(
+                [sys.executable, "-c", BAYESKERN_SIDE, str(data), mode, str(Path(tmp) / "jax")], check=True,
+                capture_output=True, text=True).stdout.strip().splitlines()[-1]) for _ in range(args.repeats)]
     truth = (truth_mean, truth_sd)
-    stan_sampling = sum(stan["chain_sampling_seconds"]) / min(cores, args.chains)
-    rows = [("PyStan 3 (sampling)", summary(stan["theta"], stan_sampling, truth), stan["n_leapfrog"]),
-            ("PyStan 3 (warm-up + sampling, compiled model cached)", summary(stan["theta"], stan["wall_seconds"], truth),
-             stan["n_leapfrog"])]
-    for label, run in runs.items():
+    packed = min(cores, args.chains)
+    rows = [("PyStan 3 (sampling)", [(r["theta"], sum(r["chain_sampling_seconds"]) / packed, r["n_leapfrog"])
+                                     for r in stan["runs"]]),
+            ("PyStan 3 (warm-up + sampling, compiled model cached)",
+             [(r["theta"], r["wall_seconds"], r["n_leapfrog"]) for r in stan["runs"]])]
+    for label, repeats in runs.items():
+        assert all(r["theta"] == repeats[0]["theta"] for r in repeats), "fresh processes drew different chains"
         rows.append((f"bayeskern default run_nuts, {label} (sampling)",
-                     summary(run["theta"], run["timings"]["sampling"], truth), run["n_leapfrog"]))
+                     [(r["theta"], r["timings"]["sampling"], r["n_leapfrog"]) for r in repeats]))
         rows.append((f"bayeskern default run_nuts, {label} (whole call incl. compilation)",
-                     summary(run["theta"], run["call_seconds"], truth), run["n_leapfrog"]))
-    print("| sampler | seconds | bulk ESS | ESS/s | x Stan sampling | mean (err/MCSE) | sd (err/MCSE) | R-hat | "
-          "leapfrog/draw |")
+                     [(r["theta"], r["call_seconds"], r["n_leapfrog"]) for r in repeats]))
+    rows = [(label, sorted((summary(theta, seconds, truth) | {"seconds": seconds, "leapfrog": leapfrog}
+                            for theta, seconds, leapfrog in repeats), key=lambda s: s["ess_per_s"]))
+            for label, repeats in rows]
+    print(f"| sampler | seconds (median of {args.repeats}; min-max) | bulk ESS | ESS/s (median) | x Stan sampling | "
+          "mean (err/MCSE) | sd (err/MCSE) | R-hat | leapfrog/draw |")
     print("|---|---|---|---|---|---|---|---|---|")
-    reference = rows[0][1]["ess_per_s"]
-    for label, s, leapfrog in rows:
-        print(f"| {label} | {s['ess'] / s['ess_per_s']:.2f} | {s['ess']:.0f} | {s['ess_per_s']:.0f} | "
-              f"{s['ess_per_s'] / reference:.1f} | {s['mean']:.4f} ({s['mean_err_mcse']:+.1f}) | "
-              f"{s['sd']:.4f} ({s['sd_err_mcse']:+.1f}) | {s['rhat']:.4f} | {leapfrog:.2f} |")
-    print(f"all posteriors within 3 MCSE of quadrature: {all(s['within_3_mcse'] for _, s, _ in rows)}")
+    reference = rows[0][1][len(rows[0][1]) // 2]["ess_per_s"]
+    for label, runs_of_row in rows:
+        s, seconds = runs_of_row[len(runs_of_row) // 2], [r["seconds"] for r in runs_of_row]
+        print(f"| {label} | {s['seconds']:.2f} ({min(seconds):.2f}-{max(seconds):.2f}) | {s['ess']:.0f} | "
+              f"{s['ess_per_s']:.0f} | {s['ess_per_s'] / reference:.1f} | {s['mean']:.4f} ({s['mean_err_mcse']:+.1f}) | "
+              f"{s['sd']:.4f} ({s['sd_err_mcse']:+.1f}) | {s['rhat']:.4f} | {s['leapfrog']:.2f} |")
+    print("all posteriors within 3 MCSE of quadrature: "
+          f"{all(s['within_3_mcse'] for _, runs_of_row in rows for s in runs_of_row)}")
     if args.large:
         large(args.anchors)
 

@@ -53,8 +53,9 @@ class MCMCResult:
             enter the posterior (empty when the model has no observed sites).
         diagnostics: :class:`Diagnostics` of the run.
         wall_time: seconds for the whole run (compilation, warm-up, sampling, postprocessing).
-        timings: seconds by phase: ``warmup`` (first call: with compilation), ``sampling`` (the kept draws alone:
-            divide an ESS by it for ESS per second of sampling) and ``total`` (= ``wall_time``).
+        timings: seconds by phase: ``warmup`` and ``sampling``, the transitions of each phase alone (the sampler is
+            compiled before them; divide an ESS by ``sampling`` for ESS per second of sampling), and ``total``
+            (= ``wall_time``).
         backend: ``"numpyro"`` or ``"blackjax"``.
     """
 
@@ -202,6 +203,30 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     return result
 
 
+# XLA's CPU compiler builds the sampler's programs (while loops of NUTS tree doublings around the model's gradient)
+# about twice as fast with its classic elemental emitters as with its newer fusion emitters, and they run as fast
+# (benchmarks/RESULTS.md): a cold process spends most of a short run compiling.
+_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
+
+
+@functools.cache
+def _compiler_options(backend: str):
+    """The compiler options of the sampler's programs on ``backend``: the quick-compiling ones on a CPU when this
+    XLA knows them (probed once with a trivial program), XLA's defaults otherwise."""
+    if backend != "cpu":
+        return None
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=_CPU_COMPILER_OPTIONS)(np.zeros(1)).block_until_ready()
+    except jax.errors.JaxRuntimeError:   # "No such compile option": an XLA without the option
+        return None
+    return _CPU_COMPILER_OPTIONS
+
+
+def _jit(fn):
+    """``jax.jit(fn)`` with the sampler's compiler options for the default backend."""
+    return jax.jit(fn, compiler_options=_compiler_options(jax.default_backend()))
+
+
 def _constant_data(model, args, kwargs) -> dict:
     """The array arguments of the model call, by parameter name (fields of a NamedTuple argument as name_field)."""
     bound = inspect.signature(model).bind(*args, **kwargs).arguments  # the call NUTS just made, so it binds
@@ -235,7 +260,7 @@ def _observations(model, args, kwargs, samples, key):
         return {}, {}
     chains, draws = next(iter(samples.values())).shape[:2]
     flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
-    observed, loglik = jax.jit(lambda p, f: (observations(p)[0], jax.lax.map(lambda d: observations(d)[1], f)))(
+    observed, loglik = _jit(lambda p, f: (observations(p)[0], jax.lax.map(lambda d: observations(d)[1], f)))(
         first, flat)
     return ({k: np.asarray(v) for k, v in observed.items()},
             {k: np.asarray(v).reshape((chains, draws) + v.shape[1:]) for k, v in loglik.items()})
@@ -266,21 +291,20 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
     data, rebuild = _data_arguments(args, kwargs, _any_spread((args, kwargs)))
     made = {}
 
-    def initial(keys, data):   # (chains,) keys -> stacked initial states; records the kernel and the postprocessing
+    def initial(key, data):   # the chains' initial states (as _drive groups them); records the kernel and postprocessing
+        keys = jax.random.split(key, chains)
         model_args, model_kwargs = rebuild(data)
         info = initialize_model(keys, model, model_args=model_args, model_kwargs=model_kwargs, init_strategy=init,
                                 dynamic_args=True)
         init_kernel, made["sample"] = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
         made["postprocess"] = info.postprocess_fn
         structure = [tuple(sorted(info.param_info.z))] if dense_mass else []   # NumPyro's form of dense_mass
-        return jax.vmap(lambda p, k: init_kernel(p, warmup, dense_mass=structure, target_accept_prob=target_accept,
-                                                 max_tree_depth=depth, model_args=model_args,
-                                                 model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
+        states = jax.vmap(lambda p, k: init_kernel(p, warmup, dense_mass=structure, target_accept_prob=target_accept,
+                                                   max_tree_depth=depth, model_args=model_args,
+                                                   model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
+        return _groups(states, chains, chain_method)
 
-    if not data:   # one run of the model on the concrete data, so that its own argument checks apply (its sample
-        # sites take the initial values, which are cheap to draw)
-        handlers.trace(handlers.substitute(handlers.seed(model, key), substitute_fn=init)).get_trace(*args, **kwargs)
-    states = jax.jit(initial)(jax.random.split(key, chains), data)
+    start = _jit(initial).lower(key, data), (key, data)   # tracing it records the kernel that advance needs
 
     def advance(state, data, steps):
         model_args, model_kwargs = rebuild(data)
@@ -296,7 +320,7 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
 
         return jax.lax.scan(one, state, jnp.arange(_CHUNK))
 
-    z, stats, timings, finished = _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_method,
+    z, stats, timings, finished = _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_method,
                                          "NUTS")
     if z is None:
         return None, None, timings, finished
@@ -313,34 +337,56 @@ def _constrained(constrain, z, data):
     """Constrained sites of the draws z (site -> (chains, draws, ...))."""
     chains, draws = jax.tree.leaves(z)[0].shape[:2]
     flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), z)
-    return jax.tree.map(lambda a: np.asarray(a).reshape((chains, draws) + a.shape[1:]), jax.jit(constrain)(flat, data))
+    return jax.tree.map(lambda a: np.asarray(a).reshape((chains, draws) + a.shape[1:]), _jit(constrain)(flat, data))
 
 
-def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_method, name):
+def _groups(states, chains: int, chain_method: str) -> list:
+    """The chain states stacked on axis 0 as :func:`_drive` advances them: [all chains] when vectorised, else one
+    state per chain (split inside the compiled program that makes them: no separate slicing programs)."""
+    if chain_method == "vectorized":
+        return [states]
+    return [jax.tree.map(lambda a, c=c: a[c], states) for c in range(chains)]
+
+
+def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_method, name):
     """``warmup`` then ``draws`` transitions of every chain, in chunks of ``advance(state, data, steps) -> (state,
     trace)`` (a compiled scan of ``_CHUNK`` transitions of which the first ``steps`` are taken: one compilation).
 
-    ``states`` stack the chains on axis 0. ``"vectorized"``: the chains advance in lockstep under ``vmap`` (one
-    program; each step waits for the longest trajectory of any chain). Otherwise each chain runs alone:
+    ``start = (lowered, args)``: the lowered program that makes the chain states (:func:`_groups`) from ``args``.
+    It compiles on another thread while the chunk program compiles (XLA releases the GIL; both compilations
+    together take about two thirds of their sum on two cores), and its run counts as warm-up. ``"vectorized"``: the chains advance in lockstep under
+    ``vmap`` (one program; each step waits for the longest trajectory of any chain). Otherwise each chain runs alone:
     ``"parallel"`` on one thread per CPU core (JAX releases the GIL while a chunk runs; with several devices chain c
-    runs on device c mod count), ``"sequential"`` one after another. The phases are timed separately (all chains
+    runs on device c mod count), ``"sequential"`` one after another. The chunk program is compiled once before the
+    threads start (threads that call a jitted function for the first time together each compile it), and every
+    chunk is waited for where it is dispatched (a thread that instead blocks later, converting the trace, keeps
+    the next chunk waiting: measured 2x slower per transition). The phases are timed separately (all chains
     finish warm-up before sampling starts). A Ctrl-C stops every chain at its next chunk boundary.
 
     Returns (z, stats) of the kept draws with axes (chains, draws, ...), cut to the number of draws every chain
     completed (None when interrupted before any), the timings {"warmup", "sampling"} and whether it finished.
     """
-    if chain_method == "vectorized":
-        groups, width = [states], chains
-        vectorised = jax.jit(jax.vmap(advance, in_axes=(0, None, None)))
+    lowered, args = start
+    with ThreadPoolExecutor(1) as compiling:
+        made = compiling.submit(lowered.compile)
+        shapes = lowered.out_info if not data else made.result()(*args)   # data over processes: their own layout
+        if chain_method == "vectorized":
+            width = chains
+            vectorised = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(shapes[0], data, _CHUNK).compile()
 
-        def step(g, state, steps):
-            return vectorised(state, data, steps)
-    else:
-        groups, width = [jax.tree.map(lambda a, c=c: a[c], states) for c in range(chains)], 1
-        single, devices = jax.jit(advance), jax.local_devices()
+            def step(g, state, steps):
+                return vectorised(state, data, steps)
+        else:
+            width, single, devices = 1, _jit(advance), jax.local_devices()
+            if len(devices) == 1:   # several devices: one compilation per device, on first use
+                single = single.lower(shapes[0], data, _CHUNK).compile()
 
-        def step(g, state, steps):
-            return single(jax.device_put(state, devices[g % len(devices)]), data, steps)
+            def step(g, state, steps):
+                return single(jax.device_put(state, devices[g % len(devices)]), data, steps)
+        made = made.result()
+    began = time.perf_counter()
+    groups = list(jax.block_until_ready(shapes if data else made(*args)))
+    made_seconds = time.perf_counter() - began
     workers = max(1, min(len(groups), os.cpu_count() or 1)) if chain_method == "parallel" else 1
     kept, stop, timings = [[] for _ in groups], threading.Event(), {}
 
@@ -348,7 +394,7 @@ def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_met
         done = 0
         while done < total and not stop.is_set():
             steps = min(_CHUNK, total - done)
-            groups[g], trace = step(g, groups[g], steps)
+            groups[g], trace = jax.block_until_ready(step(g, groups[g], steps))
             if keep:
                 kept[g].append(jax.tree.map(lambda a: np.asarray(a)[:, :steps] if chain_method == "vectorized"
                                             else np.asarray(a)[None, :steps], trace))
@@ -367,7 +413,7 @@ def _drive(advance, states, data, chains, warmup, draws, progress_bar, chain_met
                     future.result()
                 for future in futures:
                     future.result()
-                timings[phase] = time.perf_counter() - start
+                timings[phase] = time.perf_counter() - start + (made_seconds if phase == "warmup" else 0.0)
         finished = True
     except KeyboardInterrupt:
         stop.set()
@@ -421,11 +467,16 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
                                             target_acceptance_rate=target_accept,
                                             adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth)
 
-    @jax.jit
-    @jax.vmap
-    def warm_up(key, z):
-        adapted, _ = adaptation.run(key, z, num_steps=warmup)
-        return adapted.state, adapted.parameters
+    @_jit
+    def warm_up(key, z0):   # -> the chains' (state, parameters, key) as _drive groups them
+        warm_key, sample_key = jax.random.split(key)
+        warm_keys, sample_keys = jax.random.split(warm_key, chains), jax.random.split(sample_key, chains)
+
+        def one(key, z):
+            adapted, _ = adaptation.run(key, z, num_steps=warmup)
+            return adapted.state, adapted.parameters
+
+        return _groups((*jax.vmap(one)(warm_keys, z0), sample_keys), chains, chain_method)
 
     def advance(carry, data, steps):
         state, parameters, key = carry
@@ -444,15 +495,8 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
         (state, key), trace = jax.lax.scan(one, (state, key), jnp.arange(_CHUNK))
         return (state, parameters, key), trace
 
-    warm_key, sample_key = jax.random.split(keys[0])
-    start = time.perf_counter()
-    state, parameters = warm_up(jax.random.split(warm_key, chains), z0)
-    jax.block_until_ready(state)
-    warm_seconds = time.perf_counter() - start
-    carry = (state, parameters, jax.random.split(sample_key, chains))
-    z, stats, timings, finished = _drive(advance, carry, None, chains, 0, draws, progress_bar, chain_method,
-                                         "NUTS (blackjax)")
-    timings["warmup"] = warm_seconds
+    z, stats, timings, finished = _drive(advance, (warm_up.lower(keys[0], z0), (keys[0], z0)), None, chains, 0,
+                                         draws, progress_bar, chain_method, "NUTS (blackjax)")
     if z is None:
         return None, None, timings, finished
     return _constrained(lambda f, _: jax.lax.map(postprocess_fn, f), z, None), stats, timings, finished

@@ -493,6 +493,23 @@ def test_every_entry_point_names_the_bad_argument(objects, call, bad, error, arg
     assert re.search(r"(?<![\w\[])" + re.escape(argument) + r"(?![\w])", str(caught.value)), str(caught.value)
 
 
+def test_value_checks_run_on_concrete_data_inside_traced_code():
+    """Data a traced function closes over stay concrete through the conversions, so their value checks still run:
+    the NaN in X and an inducing point inside X are reported while jit (or NUTS) traces the likelihood or the model."""
+    rng = np.random.default_rng(0)
+    X, Z = rng.standard_normal((30, 1)), np.linspace(-1.0, 1.0, 4)[:, None]
+    bad = X.copy()
+    bad[3] = np.nan
+    with pytest.raises(ValueError, match="X contains 1 non-finite"):
+        jax.jit(lambda ell: bke.log_pseudolikelihood(bad, Z, bk.RBF(ell), 1.0))(0.5)
+    with pytest.raises(ValueError, match="also points of X"):
+        jax.jit(lambda ell: bke.log_pseudolikelihood(X, X[:4], bk.RBF(ell), 1.0))(0.5)
+    with pytest.raises(ValueError, match="X contains 1 non-finite"):
+        inf.run_nuts(mdl.bke_model, bad, Z, key=jax.random.key(0), num_chains=1, num_warmup=5, num_samples=5,
+                     progress_bar=False)
+    assert np.isfinite(float(jax.jit(lambda ell: bke.log_pseudolikelihood(X, Z, bk.RBF(ell), 1.0))(0.5)))
+
+
 def test_a_failed_traced_factorisation_is_flagged_not_returned():
     L, _, ok = bk.linalg.jittered_cholesky(np.full((3, 3), np.nan))
     assert not bool(ok)  # the flag of traced code; the eager wrapper turns it into an error

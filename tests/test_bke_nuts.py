@@ -217,6 +217,20 @@ def test_chain_methods_run_the_same_chains_and_time_the_phases():
     assert no_warmup.samples["mu"].shape == (2, 5) and no_warmup.timings["warmup"] < no_warmup.timings["total"]
 
 
+def test_parallel_chains_share_one_compilation_of_each_program(caplog):
+    """The chunk program is compiled once before the chain threads start (threads calling a jitted function for the
+    first time together would each compile it), and the initial states come from one program, split inside it."""
+    y = np.random.default_rng(5).normal(size=20)
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        run = run_nuts(_normal_model, y, key=jax.random.key(6), num_chains=3, num_warmup=50, num_samples=50,
+                       chain_method="parallel", progress_bar=False, rhat_max=10.0, min_ess=1)
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
+    assert sum(m.startswith("Compiling jit(advance)") for m in compiled) == 1, compiled
+    assert sum(m.startswith("Compiling jit(initial)") for m in compiled) == 1, compiled
+    assert not any(m.startswith(("Compiling jit(dynamic_slice)", "Compiling jit(squeeze)")) for m in compiled)
+    assert run.samples["mu"].shape == (3, 50)
+
+
 _INTERRUPTED_RUNS = """
 import os, signal, threading, jax, numpy as np, numpyro, numpyro.distributions as dist, bayeskern as bk
 from bayeskern.inference import run_nuts
