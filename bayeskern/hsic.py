@@ -12,7 +12,7 @@ from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_count, check_key, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, check_kernel, diagonal_values,
-                                pair_sum, paired_moments, prepare_rows, row_sums)
+                                pair_sum, prepare_rows, row_sums)
 from .sharding import RowShards, check_same_layout, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
@@ -40,15 +40,12 @@ def _default_kernels(X, Y, kx, ky, key):
 
 
 def _moments(kx, ky, X, Y, block_size):
-    """Row sums of K and L, their diagonals, and sum(K * L), matrix-free: one pass over the blocks on and above the
-    diagonal for data on one process; row sums and a ring of sums for RowShards (zero on their padded rows)."""
-    if isinstance(X, RowShards):
-        XY = X.with_values((X.values, Y.values))
-        rK, rL = row_sums(kx, X, X, block_size), row_sums(ky, Y, Y, block_size)
-        sKL = pair_sum(TensorProduct(kx, ky), XY, XY, block_size)
-    else:
-        rK, rL, sKL = paired_moments(kx, ky, X, Y, block_size)
-    return rK, rL, diagonal_values(kx, X), diagonal_values(ky, Y), sKL
+    """Row sums of K and L, their diagonals, and sum(K * L) in one matrix-free pass (zero on padded rows of
+    RowShards inputs)."""
+    XY = X.with_values((X.values, Y.values)) if isinstance(X, RowShards) else (X, Y)
+    sKL = pair_sum(TensorProduct(kx, ky), XY, XY, block_size)
+    return (row_sums(kx, X, X, block_size), row_sums(ky, Y, Y, block_size), diagonal_values(kx, X),
+            diagonal_values(ky, Y), sKL)
 
 
 def _biased_from(sKL, rK, rL, n):

@@ -32,23 +32,6 @@ def test_estimators_match_dense_and_brute_force(rng):
         assert float(bk.hsic_unbiased(X, Y, kx, ky, block_size=block)) == pytest.approx(_brute_unbiased(K, L), rel=1e-11)
 
 
-def test_one_pass_moments_equal_dense_row_sums_and_product_total(rng):
-    """Row sums of K and L and sum(K * L) from the blocks on and above the diagonal, for sizes below, at and around
-    multiples of the block size (leftover rows meet every block), a stationary pair and labels with an Indicator
-    kernel (the generic evaluation path)."""
-    from bayeskern.kernels.blockwise import paired_moments
-
-    for n, block in ((5, 8), (16, 8), (35, 8), (35, 1024)):
-        X, labels = rng.standard_normal((n, 2)), rng.integers(0, 3, n)
-        Y = X[:, :1] ** 2 + rng.standard_normal((n, 1))
-        for kx, ky, B in ((RBF(0.8), Matern52(1.3), Y), (Matern52(0.6), Indicator(), labels)):
-            K, L = np.asarray(kx.gram(X)), np.asarray(ky.gram(B))
-            rK, rL, total = paired_moments(kx, ky, kx.prepare(X, "X"), ky.prepare(B, "Y"), block)
-            np.testing.assert_allclose(rK, K.sum(1), rtol=1e-13)
-            np.testing.assert_allclose(rL, L.sum(1), rtol=1e-13)
-            assert float(total) == pytest.approx((K * L).sum(), rel=1e-13)
-
-
 def test_discrete_labels_with_indicator_kernel(rng):
     labels = rng.integers(0, 3, 40)
     X = rng.standard_normal((40, 1)) + labels[:, None]

@@ -27,7 +27,6 @@ __all__ = [
 
 DEFAULT_BLOCK_SIZE = 1024
 """Rows per block of the blockwise reductions: memory O(block_size x n) per pass."""
-_MOMENT_BLOCK = 256   # paired_moments keeps two blocks of kernel values: 2 x 256^2 doubles stay in a core's cache
 
 
 def split_rows(A, size: int):
@@ -288,54 +287,6 @@ def _block_total(kernel, X, Y, block_size, symmetric):
     return out
 
 
-def paired_moments(kx, ky, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
-    """(K 1, L 1, sum(K * L)) for K = kx(X, X), L = ky(Y, Y) over paired rows of prepared plain X, Y, in one pass.
-
-    K and L are symmetric, so only the blocks on and above the diagonal are evaluated: each gives its row sums to
-    the rows of its first block and, off the diagonal, its column sums to the rows of the second (and counts twice
-    in sum(K * L)). Every kernel value is computed once, where separate row sums and a product total compute each
-    three times. Unchecked, traceable."""
-    fx, Xs = _fused_form(kx, X)
-    fy, Ys = _fused_form(ky, Y)
-    size = min(_MOMENT_BLOCK, block_size, num_points(X))
-    blocks, rest = _whole_blocks((Xs, Ys), size)
-    n_blocks = jax.tree.leaves(blocks)[0].shape[0]
-    dtype = jnp.result_type(float)
-
-    def moments(A, B):   # (row sums of K, its column sums, the same for L, sum(K * L)) of one block pair
-        K, L = fx(A[0], B[0]), fy(A[1], B[1])
-        return K.sum(1), K.sum(0), L.sum(1), L.sum(0), jnp.sum(K * L)
-
-    rows, cols = np.triu_indices(n_blocks)
-
-    def step(carry, pair):
-        rK, rL, total = carry
-        i, j = pair
-        k_rows, k_cols, l_rows, l_cols, kl = moments(_block(blocks, i), _block(blocks, j))
-        off = i != j
-        rK = rK.at[i].add(k_rows).at[j].add(jnp.where(off, k_cols, 0.0))
-        rL = rL.at[i].add(l_rows).at[j].add(jnp.where(off, l_cols, 0.0))
-        return (rK, rL, total + jnp.where(off, 2.0, 1.0) * kl), None
-
-    zeros = jnp.zeros((n_blocks, size), dtype)
-    (rK, rL, total), _ = lax.scan(step, (zeros, zeros, jnp.zeros((), dtype)), (rows, cols))
-    rK, rL = rK.reshape(-1), rL.reshape(-1)
-    if rest is None:
-        return rK, rL, total
-    r = num_points(rest)
-
-    def against(carry, J):   # the leftover rows against whole block J
-        rK_rest, rL_rest, total = carry
-        k_rows, k_cols, l_rows, l_cols, kl = moments(rest, _block(blocks, J))
-        return (rK_rest + k_rows, rL_rest + l_rows, total + 2.0 * kl), (k_cols, l_cols)
-
-    (rK_rest, rL_rest, total), (k_cols, l_cols) = lax.scan(
-        against, (jnp.zeros(r, dtype), jnp.zeros(r, dtype), total), jnp.arange(n_blocks))
-    k_rows, _, l_rows, _, kl = moments(rest, rest)
-    return (jnp.concatenate([rK + k_cols.reshape(-1), rK_rest + k_rows]),
-            jnp.concatenate([rL + l_cols.reshape(-1), rL_rest + l_rows]), total + kl)
-
-
 def _whole_blocks(A, block_size):
     """(the first rows of the pytree A cut into whole blocks (blocks, size, ...), the remaining rows or None); the
     block size is min(block_size, n), so there is at least one block, and n <= block_size leaves no rest."""
@@ -345,11 +296,6 @@ def _whole_blocks(A, block_size):
     blocks = jax.tree.map(lambda a: a[:whole].reshape((whole // size, size) + a.shape[1:]), A)
     rest = jax.tree.map(lambda a: a[whole:], A) if whole < n else None
     return blocks, rest
-
-
-def _block(blocks, i):
-    """Block i of a pytree of blocks (leading axis: block)."""
-    return jax.tree.map(lambda t: t[i], blocks)
 
 
 def _pairs_of_blocks(total, A_blocks, B_blocks, symmetric):
@@ -364,7 +310,7 @@ def _pairs_of_blocks(total, A_blocks, B_blocks, symmetric):
 
     def step(acc, pair):
         i, j, weight = pair
-        return acc + weight * total(_block(A_blocks, i), _block(B_blocks, j)), None
+        return acc + weight * total(jax.tree.map(lambda t: t[i], A_blocks), jax.tree.map(lambda t: t[j], B_blocks)), None
 
     dtype = jnp.result_type(float)
     return lax.scan(step, jnp.zeros((), dtype), (rows, cols, weights.astype(dtype)))[0]
