@@ -11,8 +11,8 @@ from jax.scipy.special import gammaincc
 from ._kernel_choice import choose_kernel
 from ._validation import as_points, check_count, check_key, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
-from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, blocked_matvec, check_kernel, diagonal_values,
-                                pair_sum, prepare_rows, row_sums)
+from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, check_kernel, diagonal_values, pair_sum,
+                                prepare_rows, row_sums)
 from .sharding import RowShards, check_same_layout, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
@@ -116,14 +116,12 @@ def _null_dense(kx, ky, X, Y, perms, batch):
 def _null_matrix_free(kx, ky, X, Y, perms, block_size):
     """HSIC_b of (X, Y[perm]) for each permutation without forming K or L."""
     n = X.shape[0]
-    ones = jnp.ones((n, 1))
-    rK, rL = (blocked_matvec(k, A, A, ones, block_size)[:, 0] for k, A in ((kx, X), (ky, Y)))
+    rK, rL = row_sums(kx, X, X, block_size), row_sums(ky, Y, Y, block_size)
     kxy = TensorProduct(kx, ky)
 
     def one(p):
-        Yp = Y[p]
-        sKL = jnp.sum(blocked_matvec(kxy, (X, Yp), (X, Yp), ones, block_size))
-        return _biased_from(sKL, rK, rL[p], n)
+        pairs = (X, Y[p])
+        return _biased_from(pair_sum(kxy, pairs, pairs, block_size), rK, rL[p], n)
 
     return lax.map(one, perms)
 

@@ -34,16 +34,18 @@ def test_estimators_match_brute_force(k, rng):
 
 
 def test_fused_block_sums_equal_an_explicit_double_sum(rng):
-    """The symmetric block sum (each off-diagonal block once, doubled) and the cross sum against exp(-|x - y|^2 / 2l^2)
-    summed in NumPy, for sizes below, at and around multiples of the block size."""
-    from bayeskern.kernels import kernel_sum
+    """The symmetric block sum (each off-diagonal block once, doubled), the cross sum and the row sums (each block's
+    evaluation fused with its row sum) against exp(-|x - y|^2 / 2l^2) summed in NumPy, for sizes below, at and around
+    multiples of the block size, in both samples."""
+    from bayeskern.kernels import kernel_row_sums, kernel_sum
 
     for n in (5, 16, 33):
         X, Y = rng.standard_normal((n, 3)), rng.standard_normal((n + 4, 3))
-        for A, B in ((X, X), (X, Y)):
-            dense = np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * 0.7**2)).sum()
-            assert float(kernel_sum(RBF(0.7), A, B if B is not A else None, block_size=8)) == pytest.approx(dense,
-                                                                                                         rel=1e-13)
+        for A, B in ((X, X), (X, Y), (Y, X)):
+            dense = np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * 0.7**2))
+            other = B if B is not A else None
+            assert float(kernel_sum(RBF(0.7), A, other, block_size=8)) == pytest.approx(dense.sum(), rel=1e-13)
+            np.testing.assert_allclose(kernel_row_sums(RBF(0.7), A, other, block_size=8), dense.sum(1), rtol=1e-13)
 
 
 def test_gaussian_closed_form_against_quadrature():

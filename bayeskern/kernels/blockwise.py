@@ -335,8 +335,28 @@ def _fused_form(kernel, X):
 def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
     """sum_j k(x_i, y_j) over the real rows of Y for prepared X, Y (plain or RowShards): (n,), or (N,) with zeros
     on the padded rows of a RowShards X. Unchecked, traceable."""
+    if not (isinstance(X, RowShards) or isinstance(Y, RowShards)):
+        return _block_row_sums(kernel, X, Y, block_size)
     out = matvec_rows(kernel, X, Y, _ones(Y), block_size)
     return out.values[:, 0] if isinstance(out, RowShards) else out[:, 0]
+
+
+def _block_row_sums(kernel, X, Y, block_size):
+    """sum_j k(x_i, y_j) for plain X, Y: each whole block of rows of X sums its kernel values against the whole blocks
+    of Y and then the rows of Y left over, every block's evaluation fused with its row sum (no block stored, no
+    padding or masks, as in :func:`_block_total`); the rows of X left over get a pass of their own size."""
+    values, X = _fused_form(kernel, X)
+    Y = _fused_form(kernel, Y)[1]
+    Y_full, Y_rest = _whole_blocks(Y, block_size)
+
+    def against_Y(A):
+        acc = lax.scan(lambda acc, b: (acc + jnp.sum(values(A, b), axis=1), None),
+                       jnp.zeros(num_points(A), jnp.result_type(float)), Y_full)[0]
+        return acc if Y_rest is None else acc + jnp.sum(values(A, Y_rest), axis=1)
+
+    X_full, X_rest = _whole_blocks(X, block_size)
+    out = lax.map(against_Y, X_full).reshape(-1)
+    return out if X_rest is None else jnp.concatenate([out, against_Y(X_rest)])
 
 
 def diagonal_values(kernel, X):
