@@ -291,7 +291,7 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
     data, rebuild = _data_arguments(args, kwargs, _any_spread((args, kwargs)))
     made = {}
 
-    def initial(key, data):   # the chains' initial states (as _drive groups them); records the kernel and postprocessing
+    def initial(key, data):   # the chains' initial states (as _drive groups them); records kernel and postprocessing
         keys = jax.random.split(key, chains)
         model_args, model_kwargs = rebuild(data)
         info = initialize_model(keys, model, model_args=model_args, model_kwargs=model_kwargs, init_strategy=init,
@@ -352,32 +352,75 @@ def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_meth
     """``warmup`` then ``draws`` transitions of every chain, in chunks of ``advance(state, data, steps) -> (state,
     trace)`` (a compiled scan of ``_CHUNK`` transitions of which the first ``steps`` are taken: one compilation).
 
-    ``start = (lowered, args)``: the lowered program that makes the chain states (:func:`_groups`) from ``args``.
-    It compiles on another thread while the chunk program compiles (XLA releases the GIL; both compilations
-    together take about two thirds of their sum on two cores), and its run counts as warm-up. ``"vectorized"``: the chains advance in lockstep under
-    ``vmap`` (one program; each step waits for the longest trajectory of any chain). Otherwise each chain runs alone:
-    ``"parallel"`` on one thread per CPU core (JAX releases the GIL while a chunk runs; with several devices chain c
-    runs on device c mod count), ``"sequential"`` one after another. The chunk program is compiled once before the
-    threads start (threads that call a jitted function for the first time together each compile it), and every
-    chunk is waited for where it is dispatched (a thread that instead blocks later, converting the trace, keeps
-    the next chunk waiting: measured 2x slower per transition). The phases are timed separately (all chains
-    finish warm-up before sampling starts). A Ctrl-C stops every chain at its next chunk boundary.
+    ``start = (lowered, args)``: the lowered program that makes the chain states (:func:`_groups`) from ``args``;
+    its run counts as warm-up. ``"vectorized"``: the chains advance in lockstep under ``vmap`` (one program; each step
+    waits for the longest trajectory of any chain). Otherwise each chain runs alone: ``"parallel"`` on one thread per
+    CPU core (JAX releases the GIL while a chunk runs; with several devices chain c runs on device c mod count),
+    ``"sequential"`` one after another. Every chunk is waited for where it is dispatched (a thread that instead
+    blocks later, converting the trace, keeps the next chunk waiting: measured 2x slower per transition). The
+    phases are timed separately (all chains finish warm-up before sampling starts). A Ctrl-C, also while compiling,
+    stops every chain at its next chunk boundary.
 
     Returns (z, stats) of the kept draws with axes (chains, draws, ...), cut to the number of draws every chain
     completed (None when interrupted before any), the timings {"warmup", "sampling"} and whether it finished.
     """
+    kept, stop, timings, pool, finished = [], threading.Event(), {}, None, False
+    try:
+        step, groups, width, made_seconds = _programs(advance, start, data, chains, chain_method)
+        kept.extend([] for _ in groups)
+
+        def run(g, total, keep, bar):
+            done = 0
+            while done < total and not stop.is_set():
+                steps = min(_CHUNK, total - done)
+                groups[g], trace = jax.block_until_ready(step(g, groups[g], steps))
+                if keep:
+                    kept[g].append(jax.tree.map(lambda a: np.asarray(a)[:, :steps] if chain_method == "vectorized"
+                                                else np.asarray(a)[None, :steps], trace))
+                done += steps
+                bar.update(steps * width)
+
+        pool = ThreadPoolExecutor(max(1, min(len(groups), os.cpu_count() or 1)) if chain_method == "parallel" else 1)
+        with tqdm(total=chains * (warmup + draws), desc=name, disable=not progress_bar, leave=False) as bar:
+            for phase, total in (("warmup", warmup), ("sampling", draws)):
+                bar.set_description(f"{name} {phase}")
+                began = time.perf_counter()
+                futures = [pool.submit(run, g, total, phase == "sampling", bar) for g in range(len(groups))]
+                for future in wait(futures, return_when=FIRST_EXCEPTION).done:   # the first error, whichever chain
+                    future.result()
+                for future in futures:
+                    future.result()
+                timings[phase] = time.perf_counter() - began + (made_seconds if phase == "warmup" else 0.0)
+        finished = True
+    except KeyboardInterrupt:
+        stop.set()
+    except BaseException:   # an error in one chain stops the others at their next chunk, then surfaces
+        stop.set()
+        raise
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)   # a running chunk completes (at most _CHUNK transitions per chain)
+    return *_cut(kept), timings, finished
+
+
+def _programs(advance, start, data, chains, chain_method):
+    """Compile the chunk program and the initial-state program ``start = (lowered, args)`` and make the chain states.
+
+    The two compile at once (the initial-state program on another thread: XLA releases the GIL; together they take
+    about two thirds of their sum on two cores). The chunk is compiled once, before any chain thread calls it
+    (threads that call a jitted function for the first time together each compile it). Returns (step(g, state,
+    steps) -> (state, trace), the chain groups, chains per group, seconds to make the states)."""
     lowered, args = start
     with ThreadPoolExecutor(1) as compiling:
         made = compiling.submit(lowered.compile)
         shapes = lowered.out_info if not data else made.result()(*args)   # data over processes: their own layout
         if chain_method == "vectorized":
-            width = chains
             vectorised = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(shapes[0], data, _CHUNK).compile()
 
             def step(g, state, steps):
                 return vectorised(state, data, steps)
         else:
-            width, single, devices = 1, _jit(advance), jax.local_devices()
+            single, devices = _jit(advance), jax.local_devices()
             if len(devices) == 1:   # several devices: one compilation per device, on first use
                 single = single.lower(shapes[0], data, _CHUNK).compile()
 
@@ -386,49 +429,13 @@ def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_meth
         made = made.result()
     began = time.perf_counter()
     groups = list(jax.block_until_ready(shapes if data else made(*args)))
-    made_seconds = time.perf_counter() - began
-    workers = max(1, min(len(groups), os.cpu_count() or 1)) if chain_method == "parallel" else 1
-    kept, stop, timings = [[] for _ in groups], threading.Event(), {}
-
-    def run(g, total, keep, bar):
-        done = 0
-        while done < total and not stop.is_set():
-            steps = min(_CHUNK, total - done)
-            groups[g], trace = jax.block_until_ready(step(g, groups[g], steps))
-            if keep:
-                kept[g].append(jax.tree.map(lambda a: np.asarray(a)[:, :steps] if chain_method == "vectorized"
-                                            else np.asarray(a)[None, :steps], trace))
-            done += steps
-            bar.update(steps * width)
-
-    pool = ThreadPoolExecutor(workers)
-    finished = False
-    try:
-        with tqdm(total=chains * (warmup + draws), desc=name, disable=not progress_bar, leave=False) as bar:
-            for phase, total in (("warmup", warmup), ("sampling", draws)):
-                bar.set_description(f"{name} {phase}")
-                start = time.perf_counter()
-                futures = [pool.submit(run, g, total, phase == "sampling", bar) for g in range(len(groups))]
-                for future in wait(futures, return_when=FIRST_EXCEPTION).done:   # the first error, whichever chain
-                    future.result()
-                for future in futures:
-                    future.result()
-                timings[phase] = time.perf_counter() - start + (made_seconds if phase == "warmup" else 0.0)
-        finished = True
-    except KeyboardInterrupt:
-        stop.set()
-    except BaseException:   # an error in one chain stops the others at their next chunk, then surfaces
-        stop.set()
-        raise
-    finally:
-        pool.shutdown(wait=True)   # a running chunk completes (at most _CHUNK transitions per chain)
-    return *_cut(kept), timings, finished
+    return step, groups, chains if chain_method == "vectorized" else 1, time.perf_counter() - began
 
 
 def _cut(kept):
     """Concatenate the kept chunk traces ((chains of group, steps, ...) each) of every chain group: the draws of every
     chain up to the fewest any chain completed, chains on axis 0; (None, None) when there are none."""
-    if not all(kept):
+    if not kept or not all(kept):
         return None, None
     per_group = [jax.tree.map(lambda *a: np.concatenate(a, axis=1), *traces) for traces in kept]
     count = min(jax.tree.leaves(g)[0].shape[1] for g in per_group)

@@ -231,6 +231,19 @@ def test_parallel_chains_share_one_compilation_of_each_program(caplog):
     assert run.samples["mu"].shape == (3, 50)
 
 
+def test_ctrl_c_while_compiling_raises_interrupted_without_draws(monkeypatch):
+    import bayeskern
+    import bayeskern.inference.nuts as nuts
+
+    def pressed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(nuts, "_programs", pressed)
+    with pytest.raises(bayeskern.Interrupted, match="during warm-up") as stopped:
+        run_nuts(_normal_model, np.zeros(5), key=jax.random.key(0), num_chains=2, progress_bar=False)
+    assert stopped.value.partial is None
+
+
 _INTERRUPTED_RUNS = """
 import os, signal, threading, jax, numpy as np, numpyro, numpyro.distributions as dist, bayeskern as bk
 from bayeskern.inference import run_nuts
