@@ -248,6 +248,7 @@ _INTERRUPTED_RUNS = """
 import os, signal, threading, jax, numpy as np, numpyro, numpyro.distributions as dist, bayeskern as bk
 from bayeskern.inference import run_nuts
 bk.enable_x64()
+signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started from a job that ignores SIGINT
 calls, fired = [0], threading.Event()
 
 def count(_):   # one model evaluation done; past the limit, press Ctrl-C once

@@ -266,6 +266,8 @@ def _block_total(kernel, X, Y, block_size, symmetric):
     loop stops the compiler from fusing the kernel evaluation with the sum."""
     values, X = _fused_form(kernel, X)
     Y = X if symmetric else _fused_form(kernel, Y)[1]
+    if max(num_points(X), num_points(Y)) <= block_size:   # one block: no loop to compile
+        return jnp.sum(values(X, Y))
     X_full, X_rest = _whole_blocks(X, block_size)
     Y_full, Y_rest = (X_full, X_rest) if symmetric else _whole_blocks(Y, block_size)
 
@@ -342,9 +344,10 @@ def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
 
 
 def _block_row_sums(kernel, X, Y, block_size):
-    """sum_j k(x_i, y_j) for plain X, Y: each whole block of rows of X sums its kernel values against the whole blocks
-    of Y and then the rows of Y left over, every block's evaluation fused with its row sum (no block stored, no
-    padding or masks, as in :func:`_block_total`); the rows of X left over get a pass of their own size."""
+    """sum_j k(x_i, y_j) for plain X, Y: each block of rows of X sums its kernel values against the whole blocks of Y
+    and then the rows of Y left over, every block's evaluation fused with its row sum (no block stored, no mask, as
+    in :func:`_block_total`). The rows of X are cut into equal blocks of at most ``block_size``, the last padded with
+    copies of row 0 whose sums are dropped (at most one padded row per block)."""
     values, X = _fused_form(kernel, X)
     Y = _fused_form(kernel, Y)[1]
     Y_full, Y_rest = _whole_blocks(Y, block_size)
@@ -354,9 +357,11 @@ def _block_row_sums(kernel, X, Y, block_size):
                        jnp.zeros(num_points(A), jnp.result_type(float)), Y_full)[0]
         return acc if Y_rest is None else acc + jnp.sum(values(A, Y_rest), axis=1)
 
-    X_full, X_rest = _whole_blocks(X, block_size)
-    out = lax.map(against_Y, X_full).reshape(-1)
-    return out if X_rest is None else jnp.concatenate([out, against_Y(X_rest)])
+    n = num_points(X)
+    if max(n, num_points(Y)) <= block_size:   # one block: no loop to compile
+        return jnp.sum(values(X, Y), axis=1)
+    X_blocks, _ = split_rows(X, -(-n // -(-n // block_size)))
+    return lax.map(against_Y, X_blocks).reshape(-1)[:n]
 
 
 def diagonal_values(kernel, X):
