@@ -411,25 +411,29 @@ def _programs(advance, start, data, chains, chain_method):
     (threads that call a jitted function for the first time together each compile it). Returns (step(g, state,
     steps) -> (state, trace), the chain groups, chains per group, seconds to make the states)."""
     lowered, args = start
+
+    def make_states(initial):
+        began = time.perf_counter()
+        return list(jax.block_until_ready(initial(*args))), time.perf_counter() - began
+
     with ThreadPoolExecutor(1) as compiling:
-        made = compiling.submit(lowered.compile)
-        shapes = lowered.out_info if not data else made.result()(*args)   # data over processes: their own layout
+        pending = compiling.submit(lowered.compile)
+        made = make_states(pending.result()) if data else None   # rows over processes: lower on the states themselves
+        like = made[0] if data else lowered.out_info
         if chain_method == "vectorized":
-            vectorised = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(shapes[0], data, _CHUNK).compile()
+            vectorised = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(like[0], data, _CHUNK).compile()
 
             def step(g, state, steps):
                 return vectorised(state, data, steps)
         else:
             single, devices = _jit(advance), jax.local_devices()
             if len(devices) == 1:   # several devices: one compilation per device, on first use
-                single = single.lower(shapes[0], data, _CHUNK).compile()
+                single = single.lower(like[0], data, _CHUNK).compile()
 
             def step(g, state, steps):
                 return single(jax.device_put(state, devices[g % len(devices)]), data, steps)
-        made = made.result()
-    began = time.perf_counter()
-    groups = list(jax.block_until_ready(shapes if data else made(*args)))
-    return step, groups, chains if chain_method == "vectorized" else 1, time.perf_counter() - began
+        groups, seconds = made or make_states(pending.result())
+    return step, groups, chains if chain_method == "vectorized" else 1, seconds
 
 
 def _cut(kept):

@@ -346,10 +346,13 @@ def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
 def _block_row_sums(kernel, X, Y, block_size):
     """sum_j k(x_i, y_j) for plain X, Y: each block of rows of X sums its kernel values against the whole blocks of Y
     and then the rows of Y left over, every block's evaluation fused with its row sum (no block stored, no mask, as
-    in :func:`_block_total`). The rows of X are cut into equal blocks of at most ``block_size``, the last padded with
-    copies of row 0 whose sums are dropped (at most one padded row per block)."""
+    in :func:`_block_total`). The rows of X are cut into as few equal blocks of at most ``block_size`` as possible,
+    padded with copies of row 0 (at most one per block) whose sums are dropped."""
     values, X = _fused_form(kernel, X)
     Y = _fused_form(kernel, Y)[1]
+    n = num_points(X)
+    if max(n, num_points(Y)) <= block_size:   # one block: no loop to compile
+        return jnp.sum(values(X, Y), axis=1)
     Y_full, Y_rest = _whole_blocks(Y, block_size)
 
     def against_Y(A):
@@ -357,10 +360,8 @@ def _block_row_sums(kernel, X, Y, block_size):
                        jnp.zeros(num_points(A), jnp.result_type(float)), Y_full)[0]
         return acc if Y_rest is None else acc + jnp.sum(values(A, Y_rest), axis=1)
 
-    n = num_points(X)
-    if max(n, num_points(Y)) <= block_size:   # one block: no loop to compile
-        return jnp.sum(values(X, Y), axis=1)
-    X_blocks, _ = split_rows(X, -(-n // -(-n // block_size)))
+    blocks = -(-n // block_size)
+    X_blocks, _ = split_rows(X, -(-n // blocks))
     return lax.map(against_Y, X_blocks).reshape(-1)[:n]
 
 
