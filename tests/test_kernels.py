@@ -63,9 +63,19 @@ def test_blockwise_equals_dense(name, rng):
     dense = np.asarray(k.cross(X, Y))
     for block in (50, 1000):  # a ragged last block (203 = 4 x 50 + 3), and one block larger than n
         np.testing.assert_allclose(kernel_matvec(k, X, Y, V, block_size=block), dense @ V, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(kernel_matvec(k, X, Y, V[:, 0], block_size=block), dense @ V[:, 0], rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(kernel_row_sums(k, X, Y, block_size=block), dense.sum(1), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(kernel_sum(k, X, block_size=32), np.asarray(k.gram(X)).sum(), rtol=1e-12)
+
+
+def test_matvec_of_a_vector_is_a_vector(rng):
+    """A 1-D V gives a 1-D product (the kernel plays no part in this: one kernel is enough)."""
+    k = Matern32(0.6)
+    X, Y, v = rng.standard_normal((203, 3)), rng.standard_normal((97, 3)), rng.standard_normal(97)
+    dense = np.asarray(k.cross(X, Y)) @ v
+    for block in (50, 1000):
+        out = kernel_matvec(k, X, Y, v, block_size=block)
+        assert out.shape == (203,)
+        np.testing.assert_allclose(out, dense, rtol=1e-12, atol=1e-12)
 
 
 def test_closed_forms_against_formulas(rng):

@@ -33,19 +33,35 @@ def test_estimators_match_brute_force(k, rng):
     assert float(bk.mmd2_linear(X, Y, k)) == pytest.approx(lin, rel=1e-12)
 
 
+def _rbf_sums_in_numpy(A, B, ls):
+    return np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * ls**2))
+
+
 def test_fused_block_sums_equal_an_explicit_double_sum(rng):
-    """The symmetric block sum (each off-diagonal block once, doubled), the cross sum and the row sums (each block's
-    evaluation fused with its row sum) against exp(-|x - y|^2 / 2l^2) summed in NumPy, for sizes below, at and around
-    multiples of the block size, in both samples."""
-    from bayeskern.kernels import kernel_row_sums, kernel_sum
+    """The symmetric block sum (each off-diagonal block once, doubled) and the cross sum (each block's evaluation
+    fused with its sum) against exp(-|x - y|^2 / 2l^2) summed in NumPy, for sizes below, at and around multiples of
+    the block size, in both samples."""
+    from bayeskern.kernels import kernel_sum
 
     for n in (5, 16, 33):
         X, Y = rng.standard_normal((n, 3)), rng.standard_normal((n + 4, 3))
         for A, B in ((X, X), (X, Y), (Y, X)):
-            dense = np.exp(-((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / (2 * 0.7**2))
             other = B if B is not A else None
-            assert float(kernel_sum(RBF(0.7), A, other, block_size=8)) == pytest.approx(dense.sum(), rel=1e-13)
-            np.testing.assert_allclose(kernel_row_sums(RBF(0.7), A, other, block_size=8), dense.sum(1), rtol=1e-13)
+            total = _rbf_sums_in_numpy(A, B, 0.7).sum()
+            assert float(kernel_sum(RBF(0.7), A, other, block_size=8)) == pytest.approx(total, rel=1e-13)
+
+
+def test_fused_row_sums_equal_an_explicit_double_sum(rng):
+    """Row sums (each block's evaluation fused with its row sums; the rows padding Y's last blocks taken off after)
+    against NumPy, for sizes that leave 0 to 3 padded rows in X's and in Y's blocks."""
+    from bayeskern.kernels import kernel_row_sums
+
+    for n, m in ((5, 9), (16, 20), (33, 37), (37, 16)):   # blocks of 8: Y padded by 1, 1, 3, 0 rows
+        X, Y = rng.standard_normal((n, 3)), rng.standard_normal((m, 3))
+        np.testing.assert_allclose(kernel_row_sums(RBF(0.7), X, Y, block_size=8), _rbf_sums_in_numpy(X, Y, 0.7).sum(1),
+                                   rtol=1e-13)
+    np.testing.assert_allclose(kernel_row_sums(RBF(0.7), X, block_size=8), _rbf_sums_in_numpy(X, X, 0.7).sum(1),
+                               rtol=1e-13)
 
 
 def test_gaussian_closed_form_against_quadrature():

@@ -71,9 +71,10 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
         raise TypeError(f"fn must be a function fn(A_block, B_block, col_mask), got {fn!r}")
     A, B = _real_tree(A, "A"), _real_tree(B, "B")
     n, m = num_points(A), num_points(B)
-    size_a, size_b = min(block_size, n), min(block_size, m)
-    A_blocks, _ = split_rows(A, size_a)
-    B_blocks, B_mask = split_rows(B, size_b)
+    if n <= block_size and m <= block_size:   # one block: no loop to compile
+        return fn(A, B, jnp.ones(m, bool))
+    A_blocks, _ = split_rows(A, min(block_size, n))
+    B_blocks, B_mask = split_rows(B, min(block_size, m))
     first_a = jax.tree.map(lambda a: a[0], A_blocks)
     first_b = jax.tree.map(lambda b: b[0], B_blocks)
     out_shape = jax.eval_shape(fn, first_a, first_b, B_mask[0])
@@ -228,7 +229,7 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
     check_count(block_size, "block_size")
     Y = X if Y is None else Y
     X, Y = prepare_pair(kernel, X, Y)
-    sums = row_sums(kernel, X, Y, block_size)
+    sums = _row_sums_program(kernel, X, Y, block_size)
     return X.with_values(sums) if isinstance(X, RowShards) else sums
 
 
@@ -236,9 +237,9 @@ def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZ
     """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: the sum of :func:`kernel_row_sums`,
     with the same arguments and errors; returns a scalar array (replicated on every process)."""
     check_count(block_size, "block_size")
-    Y = X if Y is None else Y
-    X, Y = prepare_pair(kernel, X, Y)
-    return pair_sum(kernel, X, Y, block_size)
+    symmetric = Y is None or Y is X
+    X, Y = prepare_pair(kernel, X, X if symmetric else Y)
+    return _total_program(kernel, X, None if symmetric else Y, block_size)
 
 
 def _ones(Y):
@@ -344,25 +345,46 @@ def row_sums(kernel, X, Y, block_size: int = DEFAULT_BLOCK_SIZE):
 
 
 def _block_row_sums(kernel, X, Y, block_size):
-    """sum_j k(x_i, y_j) for plain X, Y: each block of rows of X sums its kernel values against the whole blocks of Y
-    and then the rows of Y left over, every block's evaluation fused with its row sum (no block stored, no mask, as
-    in :func:`_block_total`). The rows of X are cut into as few equal blocks of at most ``block_size`` as possible,
-    padded with copies of row 0 (at most one per block) whose sums are dropped."""
+    """sum_j k(x_i, y_j) for plain X, Y: each block of rows of X sums its kernel values against every block of Y, each
+    block's evaluation fused with its row sum (no block stored, no mask, as in :func:`_block_total`). X and Y are cut
+    into as few equal blocks of at most ``block_size`` rows as possible, padded with copies of their row 0 (at most
+    one per block): the sums of X's padded rows are dropped, and the p padded rows of Y are taken off afterwards
+    (p k(x_i, y_0), at most one term per block: one evaluation site in the loop, which compiles fastest)."""
     values, X = _fused_form(kernel, X)
     Y = _fused_form(kernel, Y)[1]
-    n = num_points(X)
-    if max(n, num_points(Y)) <= block_size:   # one block: no loop to compile
+    n, m = num_points(X), num_points(Y)
+    if max(n, m) <= block_size:   # one block: no loop to compile
         return jnp.sum(values(X, Y), axis=1)
-    Y_full, Y_rest = _whole_blocks(Y, block_size)
+    X_blocks, _ = split_rows(X, _equal_block_size(n, block_size))
+    Y_blocks, Y_mask = split_rows(Y, _equal_block_size(m, block_size))
+    padded = Y_mask.size - m
 
     def against_Y(A):
-        acc = lax.scan(lambda acc, b: (acc + jnp.sum(values(A, b), axis=1), None),
-                       jnp.zeros(num_points(A), jnp.result_type(float)), Y_full)[0]
-        return acc if Y_rest is None else acc + jnp.sum(values(A, Y_rest), axis=1)
+        zero = jnp.zeros(num_points(A), jnp.result_type(float))
+        return lax.scan(lambda acc, b: (acc + jnp.sum(values(A, b), axis=1), None), zero, Y_blocks)[0]
 
-    blocks = -(-n // block_size)
-    X_blocks, _ = split_rows(X, -(-n // blocks))
-    return lax.map(against_Y, X_blocks).reshape(-1)[:n]
+    sums = lax.map(against_Y, X_blocks).reshape(-1)[:n]
+    if padded:
+        sums = sums - padded * values(X, jax.tree.map(lambda y: y[:1], Y))[:, 0]
+    return sums
+
+
+def _equal_block_size(n, block_size):
+    """The size of the fewest equal blocks of at most ``block_size`` rows that cover n rows."""
+    return -(-n // -(-n // block_size))
+
+
+@partial(jax.jit, static_argnames=("block_size",))
+def _row_sums_program(kernel, X, Y, block_size):
+    """:func:`row_sums` compiled as one program (for :func:`kernel_row_sums`)."""
+    return row_sums(kernel, X, Y, block_size)
+
+
+@partial(jax.jit, static_argnames=("block_size",))
+def _total_program(kernel, X, Y, block_size):
+    """:func:`pair_sum` compiled as one program (for :func:`kernel_sum`); Y None for the sum of K(X, X), which then
+    uses its symmetry (inside a trace two arguments are never the same object, so this is decided outside)."""
+    return pair_sum(kernel, X, X if Y is None else Y, block_size)
 
 
 def diagonal_values(kernel, X):
