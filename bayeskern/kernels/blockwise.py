@@ -371,7 +371,8 @@ def _block_row_sums(kernel, X, Y, block_size):
 
 def _equal_block_size(n, block_size):
     """The size of the fewest equal blocks of at most ``block_size`` rows that cover n rows."""
-    return -(-n // -(-n // block_size))
+    blocks = -(-n // block_size)
+    return -(-n // blocks)
 
 
 @partial(jax.jit, static_argnames=("block_size",))
