@@ -52,9 +52,10 @@ def load(path):
         path: a ``.npz`` file written by ``.save``.
 
     Returns:
-        The saved object.
+        The saved object, equal (``==``) to the one saved.
 
     Raises:
+        FileNotFoundError: when the file does not exist.
         FileFormatError: the file is not a bayeskern save, is truncated, names a class that is not bayeskern's, or
             comes from a newer format version.
         RuntimeError: the file holds float64 arrays and float64 is off (call :func:`enable_x64` first).
@@ -67,7 +68,7 @@ def load(path):
         >>> model = jdl.fit_jdl(X, Y, bk.RBF(0.5), bk.RBF(0.5), 1e-3, constraint="normalised")
         >>> model.save("model.npz")
         >>> back = bk.load("model.npz")
-        >>> type(back).__name__, bool(np.array_equal(back.H, model.H))
+        >>> type(back).__name__, back == model
         ('JointDistributionModel', True)
     """
     tag = read_tag(path)

@@ -21,7 +21,11 @@ def enable_x64(use_x64: bool = True) -> None:
 
 
 def x64_enabled() -> bool:
-    """Whether JAX currently creates float64 arrays by default."""
+    """Whether JAX currently creates float64 arrays by default.
+
+    Returns:
+        True when float64 is on (after :func:`enable_x64`).
+    """
     return bool(jax.config.jax_enable_x64)
 
 

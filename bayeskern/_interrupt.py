@@ -6,9 +6,11 @@ __all__ = ["Interrupted", "until_interrupted"]
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C stopped a long run (NUTS, compression, a JDL fit) at a safe point; ``partial`` holds what it finished.
 
-    A subclass of ``KeyboardInterrupt``, so code that does not look for it stops as before. ``partial`` is the
-    run's usual result object built from the work done so far (e.g. an ``MCMCResult`` with the draws each chain
-    completed), or None when nothing was finished.
+    A subclass of ``KeyboardInterrupt``, so code that does not look for it stops as before.
+
+    Attributes:
+        partial: the run's usual result object built from the work done so far (e.g. an ``MCMCResult`` with the
+            draws each chain completed), or None when nothing was finished.
 
     Examples:
         >>> import bayeskern as bk

@@ -35,7 +35,19 @@ class ConditionalExpectation:
 
 
 def weighted_expectation(W, F) -> ConditionalExpectation:
-    """The linear read-out W F: weights W (q, n) on outcomes with values F (n, ...); defined everywhere."""
+    """The linear read-out W F of a linear estimator (CME, KCME): defined everywhere.
+
+    Args:
+        W: (q, n) weights of the n training outcomes, one row per query.
+        F: (n, ...) values of the test function at the training outcomes.
+
+    Returns:
+        ConditionalExpectation: mean (q, ...) = W F, mass (q,) = the row sums of W, undefined all False.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs or shapes that do not match.
+    """
     W, F = _real(W, "W"), _real(F, "F")
     if W.ndim != 2 or F.ndim == 0 or F.shape[0] != W.shape[1]:
         raise ValueError(f"W must be (q, n) and F (n, ...) with the same n, got shapes {W.shape} and {F.shape}")
@@ -45,7 +57,19 @@ def weighted_expectation(W, F) -> ConditionalExpectation:
 
 
 def self_normalised_expectation(numerator, mass) -> ConditionalExpectation:
-    """numerator / mass per query (numerator (q, ...), mass (q,)), NaN and flagged where |mass| <= UNDEFINED_MASS."""
+    """The read-out of a self-normalised estimator (JDL): numerator / mass per query.
+
+    Args:
+        numerator: (q, ...) unnormalised estimates.
+        mass: (q,) their normalising masses.
+
+    Returns:
+        ConditionalExpectation: mean (q, ...), NaN and flagged ``undefined`` where |mass| <= ``UNDEFINED_MASS``.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs or shapes that do not match.
+    """
     numerator, mass = _real(numerator, "numerator"), _real(mass, "mass")
     if mass.ndim != 1 or numerator.ndim == 0 or numerator.shape[0] != mass.shape[0]:
         raise ValueError(f"numerator must be (q, ...) and mass (q,), got shapes {numerator.shape} and {mass.shape}")

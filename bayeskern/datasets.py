@@ -8,7 +8,17 @@ __all__ = ["blobs", "normal_vs_laplace", "rotation"]
 
 
 def rotation(angle: float) -> np.ndarray:
-    """2-D rotation matrix R(angle): (2, 2)."""
+    """2-D rotation matrix R(angle).
+
+    Args:
+        angle: the angle in radians.
+
+    Returns:
+        (2, 2) array.
+
+    Raises:
+        ValueError: for an angle that is not a finite number.
+    """
     if not (isinstance(angle, (int, float, np.floating, np.integer)) and np.isfinite(angle)):
         raise ValueError(f"angle must be a finite number (radians), got {angle!r}")
     c, s = np.cos(angle), np.sin(angle)
@@ -18,9 +28,22 @@ def rotation(angle: float) -> np.ndarray:
 def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle: float = np.pi / 4, seed=0):
     """Grid-of-Gaussians two-sample problem (Gretton et al. 2012; the BKL experiment of Flaxman et al. 2016, Section 5.1).
 
-    Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre
-    plus N(0, R diag(eps, 1) R^T) noise with R = R(angle). ``per`` points per centre,
-    centres repeated consecutively. Returns (P, Q), each (9 * per, 2). eps = 1 gives P = Q.
+    Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre plus N(0, R diag(eps, 1) R^T)
+    noise with R = R(angle). eps = 1 gives P = Q.
+
+    Args:
+        eps: the variance ratio of Q's noise along the rotated axis, > 0.
+        spacing: the distance s between neighbouring centres.
+        per: points per centre (centres repeated consecutively).
+        angle: the rotation of Q's noise, in radians.
+        seed: an integer seed or a ``numpy.random.Generator``.
+
+    Returns:
+        (P, Q), each (9 * per, 2).
+
+    Raises:
+        TypeError: for per not an integer.
+        ValueError: for eps not positive, per below 1 or an angle that is not finite.
     """
     if not eps > 0:
         raise ValueError(f"eps must be positive, got {eps}")
@@ -36,7 +59,16 @@ def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle
 def normal_vs_laplace(n: int, seed=0):
     """P = N(0, 1) and Q = Laplace(0, sqrt(1/2)): equal mean and variance, different shape.
 
-    Returns (XP, XQ), each (n, 1), drawn in that order from ``default_rng(seed)``.
+    Args:
+        n: points per sample.
+        seed: an integer seed or a ``numpy.random.Generator``.
+
+    Returns:
+        (XP, XQ), each (n, 1), drawn in that order.
+
+    Raises:
+        TypeError: for n not an integer.
+        ValueError: for n below 1.
     """
     n = check_count(n, "n")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)

@@ -32,16 +32,48 @@ class KernelEmbedding:
     weights: jax.Array
 
     def __call__(self, T, *, block_size: int = DEFAULT_BLOCK_SIZE):
-        """Evaluate mu at the points T: (s,). Matrix-free in n and s."""
+        """Evaluate mu at the points T: (s,). Matrix-free in n and s.
+
+        Args:
+            T: (s, d) points (a pair for tensor-product kernels).
+            block_size: rows per block.
+
+        Returns:
+            (s,) array of mu(t).
+
+        Raises:
+            ValueError: for non-finite points or points of another dimension.
+        """
         return kernel_matvec(self.kernel, T, self.points, self.weights, block_size=block_size)
 
     def inner(self, other: "KernelEmbedding", *, block_size: int = DEFAULT_BLOCK_SIZE):
-        """RKHS inner product <self, other> = w^T K(X, X') w'."""
+        """RKHS inner product <self, other> = w^T K(X, X') w', matrix-free.
+
+        Args:
+            other: an embedding with the same kernel.
+            block_size: rows per block.
+
+        Returns:
+            () array.
+
+        Raises:
+            ValueError: when the embeddings use different kernels (they live in different RKHSs).
+        """
         _check_same_kernel(self.kernel, other.kernel)
         return jnp.dot(self.weights, other(self.points, block_size=block_size))
 
     def norm2(self, *, block_size: int = DEFAULT_BLOCK_SIZE):
-        """Squared RKHS norm ||mu||^2 (for a witness: the biased MMD^2)."""
+        """Squared RKHS norm ||mu||^2 (for a witness mu_P - mu_Q: the biased MMD^2).
+
+        Args:
+            block_size: rows per block.
+
+        Returns:
+            () array, >= 0 up to rounding.
+
+        Raises:
+            TypeError: for a block_size that is not an integer.
+        """
         return self.inner(self, block_size=block_size)
 
     def __add__(self, other: "KernelEmbedding"):

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ._config import x64_enabled
+from ._trees import tree_hash, trees_equal
 from ._version import __version__
 from .kernels.base import Kernel, kernel_class
 
@@ -41,12 +42,33 @@ class FileFormatError(ValueError):
 
 
 def static(**kwargs):
-    """A dataclass field that is pytree structure (hashable settings such as a method name), not a leaf."""
+    """A dataclass field that is pytree structure (hashable settings such as a method name), not a leaf.
+
+    Args:
+        **kwargs: passed on to ``dataclasses.field`` (e.g. ``default="iw"``).
+
+    Returns:
+        The ``dataclasses.Field``, marked static for :func:`fitted`.
+
+    Raises:
+        TypeError: for keywords that ``dataclasses.field`` does not take.
+    """
     return dataclasses.field(metadata={"static": True}, **kwargs)
 
 
 def saveable(cls):
-    """Register a component class (a NamedTuple or dataclass held by fitted objects) for :func:`load`."""
+    """Register a component class (a NamedTuple or dataclass held by fitted objects) for :func:`load`.
+
+    Args:
+        cls: the class; its name is the tag files store.
+
+    Returns:
+        ``cls`` itself (a class decorator).
+
+    Raises:
+        TypeError: when cls is not a class.
+        RuntimeError: when another registered class has the same name.
+    """
     _check_class(cls)
     tag = cls.__name__
     if _REGISTRY.get(tag, cls) is not cls:
@@ -56,24 +78,62 @@ def saveable(cls):
 
 
 def fitted(cls):
-    """Class decorator: a frozen dataclass, a JAX pytree, registered for :func:`load`, with ``.save(path)``."""
+    """Class decorator: a frozen dataclass, a JAX pytree, registered for :func:`load`, with ``.save(path)``.
+
+    Two fitted objects are ``==`` when they are of one class with equal settings and equal arrays (shape, dtype and
+    values, NaN matching NaN), so an object and its saved-and-loaded copy compare equal.
+
+    Args:
+        cls: a class with annotated fields (the dataclass fields); mark settings with :func:`static`.
+
+    Returns:
+        The frozen dataclass.
+
+    Raises:
+        TypeError: when cls is not a class.
+        RuntimeError: when another registered class has the same name.
+    """
     _check_class(cls)
-    cls = dataclasses.dataclass(frozen=True)(cls)
+    cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
     fields = dataclasses.fields(cls)
     meta = [f.name for f in fields if f.metadata.get("static")]
     data = [f.name for f in fields if not f.metadata.get("static")]
     jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=meta)
     cls.save = _save_method
+    cls.__eq__, cls.__hash__ = _fitted_eq, tree_hash
     return saveable(cls)
 
 
+def _fitted_eq(self, other) -> bool:
+    """The same class, equal settings and equal arrays."""
+    return trees_equal(self, other)
+
+
 def _save_method(self, path) -> None:
-    """Write this object to ``path`` (an ``.npz`` archive, atomically); ``bayeskern.load(path)`` restores it."""
+    """Write this object to ``path`` (an ``.npz`` archive, atomically); ``bayeskern.load(path)`` restores it.
+
+    Args:
+        path: the file to write (str or os.PathLike; the name is used as given).
+
+    Raises:
+        TypeError: for a path that is not a path, or a field value bayeskern cannot save.
+        FileNotFoundError: when the folder does not exist.
+    """
     save(self, path)
 
 
 def is_registered(tag: str) -> bool:
-    """Whether a class tag (as stored in a file) names a class that :func:`load` can build now."""
+    """Whether a class tag (as stored in a file) names a class that :func:`load` can build now.
+
+    Args:
+        tag: a class name, e.g. ``"KernelBayesFilter"``.
+
+    Returns:
+        True when the class is registered.
+
+    Raises:
+        TypeError: for a tag that is not a string.
+    """
     if not isinstance(tag, str):
         raise TypeError(f"tag must be a class name (a string), got {tag!r}")
     return tag in _REGISTRY
@@ -126,7 +186,16 @@ class _Encoder:
 
 
 def save(obj, path) -> None:
-    """Write a fitted object to ``path`` (``.npz``; the name is used as given), atomically."""
+    """Write a fitted object to ``path`` (``.npz``; the name is used as given), atomically.
+
+    Args:
+        obj: a fitted object, or a value built of arrays, numbers, strings, kernels and containers of these.
+        path: the file to write (str or os.PathLike).
+
+    Raises:
+        TypeError: for a path that is not a path, or a value bayeskern cannot save (e.g. a function).
+        FileNotFoundError: when the folder does not exist.
+    """
     encode = _Encoder()
     header = {"format": "bayeskern", "format_version": FORMAT_VERSION, "bayeskern_version": __version__,
               "object": encode(obj)}
@@ -135,7 +204,18 @@ def save(obj, path) -> None:
 
 
 def write_atomic(path, write) -> None:
-    """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path`` (all or nothing)."""
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path`` (all or nothing).
+
+    An interrupted or failing write leaves the previous file (or none) and no temporary file.
+
+    Args:
+        path: the file to write (str or os.PathLike).
+        write: a function taking a binary file object and writing the contents.
+
+    Raises:
+        TypeError: for a path that is not a path or a write that is not callable.
+        FileNotFoundError: when the folder does not exist.
+    """
     path = _path(path)
     if not callable(write):
         raise TypeError(f"write must be a function write(file) that writes the contents, got {type(write).__name__}")
@@ -201,7 +281,19 @@ def _opened(path):
 
 
 def read_tag(path) -> str | None:
-    """The class tag of the object saved in ``path`` (None for a plain value); reads the header only."""
+    """The class tag of the object saved in ``path``; reads the header only.
+
+    Args:
+        path: a bayeskern save (str or os.PathLike).
+
+    Returns:
+        The class name, or None for a plain value.
+
+    Raises:
+        TypeError: for a path that is not a path.
+        FileNotFoundError: when the file does not exist.
+        FileFormatError: for a file that is not a bayeskern save, is damaged or has a newer format version.
+    """
     with _opened(_path(path)) as (header, _):
         obj = header["object"]
     return obj.get("object") if isinstance(obj, dict) else None
@@ -265,7 +357,19 @@ class _Decoder:
 
 
 def load_as(path, cls):
-    """:func:`load`, refusing a file that holds anything but a ``cls`` (the per-family loaders)."""
+    """:func:`load`, refusing a file that holds anything but a ``cls`` (the per-family loaders).
+
+    Args:
+        path: a bayeskern save (str or os.PathLike).
+        cls: the class the file must hold (or a subclass of it).
+
+    Returns:
+        The restored ``cls`` object.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        FileFormatError: for a file that holds another class, is not a bayeskern save, is damaged or is newer.
+    """
     tag = read_tag(path)
     if tag is None or not issubclass(_REGISTRY.get(tag, type(None)), cls):
         raise FileFormatError(f"{os.fspath(path)!r} holds a {tag}, not a {cls.__name__}")
@@ -273,10 +377,20 @@ def load_as(path, cls):
 
 
 def load(path):
-    """Restore an object written by ``.save(path)`` (same class, arrays bit for bit).
+    """Restore an object written by ``.save(path)`` (same class, arrays bit for bit); ``bayeskern.load`` also
+    imports the method families first, so use that one.
 
-    Raises :class:`FileFormatError` for a file that is not a bayeskern save, is truncated, names a class that is
-    not bayeskern's, or has a newer format version.
+    Args:
+        path: a bayeskern save (str or os.PathLike).
+
+    Returns:
+        The object, equal (``==``) to the one saved.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        FileFormatError: for a file that is not a bayeskern save, is truncated, names a class that is not
+            bayeskern's, or has a newer format version.
+        RuntimeError: for a float64 file while float64 is off.
     """
     with _opened(path) as (header, archive):
         return _Decoder(archive, path)(header["object"])

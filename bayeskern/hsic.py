@@ -71,8 +71,21 @@ def _hsic_u(kx, ky, X, Y, block_size):
 def hsic_biased(X, Y, kx: Kernel, ky: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Biased HSIC_b = tr(K H L H) / n^2 of paired samples, H = I - 11^T / n (Gretton et al. 2005); >= 0.
 
-    Matrix-free, with the arguments of :func:`hsic_unbiased`; needs n >= 2. Returns a scalar array; raises
-    ValueError for non-finite or unpaired samples.
+    Matrix-free like :func:`hsic_unbiased`.
+
+    Args:
+        X: (n, d_x) float array, row i paired with Y[i]; or a :class:`~bayeskern.sharding.RowShards`.
+        Y: (n, d_y) float array; or a RowShards with the same rows per process.
+        kx: kernel on X.
+        ky: kernel on Y.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        TypeError: for kernels that are not Kernels or data that are not real numbers.
+        ValueError: for non-finite or unpaired samples, or fewer than 2 pairs.
     """
     X, Y = _prepare(X, Y, kx, ky, 2, block_size)
     return _hsic_b(kx, ky, X, Y, block_size)

@@ -69,8 +69,20 @@ def mmd2_unbiased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE)
 def mmd2_biased(X, Y, kernel: Kernel, *, block_size: int = DEFAULT_BLOCK_SIZE):
     """Biased V-statistic ||mu_X - mu_Y||^2 of the empirical embeddings (Gretton et al. 2012, eq. 5); >= 0.
 
-    Matrix-free, with the arguments of :func:`mmd2_unbiased`; a single point per sample is allowed. Returns a scalar
-    array; raises ValueError for non-finite or empty inputs or samples of different dimension.
+    Matrix-free like :func:`mmd2_unbiased`; a single point per sample is allowed.
+
+    Args:
+        X: (n, d) float array, the sample of P; or a :class:`~bayeskern.sharding.RowShards`.
+        Y: (m, d) float array, the sample of Q; or a RowShards.
+        kernel: the kernel.
+        block_size: rows per block.
+
+    Returns:
+        Scalar array, the estimate.
+
+    Raises:
+        TypeError: for a kernel that is not a Kernel or data that are not real numbers.
+        ValueError: for non-finite or empty inputs, or samples of different dimension.
     """
     X, Y = _prepare_samples(X, Y, kernel, 1, block_size)
     return _mmd2_quadratic(kernel, X, Y, False, block_size)

@@ -21,19 +21,72 @@ from ._interrupt import Interrupted
 from ._validation import check_count, check_key, check_positive
 from .fitted import fitted
 
-__all__ = ["optax_scan", "minimise", "Minimised", "adam", "adamw"]
+__all__ = ["optax_scan", "minimise", "Minimised", "adam", "adamw", "static_partial"]
+
+
+@lru_cache(maxsize=None)
+def static_partial(function, *args, **kwargs):
+    """``functools.partial(function, *args, **kwargs)``, one object per setting, for static arguments of compiled
+    loops (:func:`minimise`'s ``loss`` and ``after_round``).
+
+    A compiled program is looked up by its static arguments, and two partials are equal only when they are the same
+    object: a new partial per call would compile the loop anew each time (and keep every program). This returns
+    the same object for the same function and settings, so later calls reuse the program.
+
+    Args:
+        function: a module-level function.
+        *args: leading positional settings (hashable: numbers, strings, tuples).
+        **kwargs: keyword settings (hashable).
+
+    Returns:
+        The partial, shared by every call with these arguments.
+
+    Raises:
+        TypeError: for a function that is not callable or settings that are not hashable.
+
+    Examples:
+        >>> from bayeskern.optim import static_partial
+        >>> def loss(scale, params, carry, data, key):
+        ...     return scale * params ** 2, carry
+        >>> static_partial(loss, 2.0) is static_partial(loss, 2.0)
+        True
+    """
+    if not callable(function):
+        raise TypeError(f"function must be callable, got {function!r}")
+    return partial(function, *args, **kwargs)
 
 
 @lru_cache(maxsize=None)
 def adam(learning_rate: float) -> optax.GradientTransformation:
-    """``optax.adam``, one object per learning rate (compiled loops taking it as a static argument are reused)."""
+    """``optax.adam``, one object per learning rate (compiled loops taking it as a static argument are reused).
+
+    Args:
+        learning_rate: the step size, > 0.
+
+    Returns:
+        optax.GradientTransformation: the shared Adam transformation.
+
+    Raises:
+        ValueError: for a learning rate that is not positive and finite.
+    """
     check_positive(learning_rate, "learning_rate")
     return optax.adam(learning_rate)
 
 
 @lru_cache(maxsize=None)
 def adamw(learning_rate: float, weight_decay: float) -> optax.GradientTransformation:
-    """``optax.adamw``, one object per setting (so compiled loops that take it as a static argument are reused)."""
+    """``optax.adamw``, one object per setting (so compiled loops that take it as a static argument are reused).
+
+    Args:
+        learning_rate: the step size, > 0.
+        weight_decay: the decoupled weight decay, >= 0.
+
+    Returns:
+        optax.GradientTransformation: the shared AdamW transformation.
+
+    Raises:
+        ValueError: for a learning rate that is not positive or a weight decay that is negative or not finite.
+    """
     check_positive(learning_rate, "learning_rate")
     if not (isinstance(weight_decay, (int, float)) and 0 <= weight_decay < float("inf")):
         raise ValueError(f"weight_decay must be non-negative and finite, got {weight_decay!r}")
@@ -41,10 +94,24 @@ def adamw(learning_rate: float, weight_decay: float) -> optax.GradientTransforma
 
 
 def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, length: int | None = None):
-    """One optax step of ``loss`` per key in ``keys`` (steps,), under ``lax.scan``; for a loss that draws nothing,
-    ``keys=None`` and ``length`` steps (the loss then gets ``key=None``). Traceable.
+    """One optax step of ``loss`` per key in ``keys``, under ``lax.scan`` (traceable: the body of a compiled loop).
 
-    Returns (params, opt_state, carry, trace (steps,) of the loss before each step).
+    Args:
+        loss: ``loss(params, carry, data, key) -> (value, carry)``, differentiable in params.
+        params: the parameter pytree.
+        optimizer: an ``optax.GradientTransformation``.
+        opt_state: its state for params.
+        carry: a pytree the loss may update each step (not differentiated), or None.
+        data: fixed arguments of the loss (a pytree).
+        keys: (steps,) PRNG keys, one per step; None for a loss that draws nothing (it then gets ``key=None``).
+        length: the number of steps when keys is None.
+
+    Returns:
+        (params, opt_state, carry, trace): the final state and the (steps,) loss before each step.
+
+    Raises:
+        TypeError: for a loss that is not callable or a length that is not an integer.
+        ValueError: when neither keys nor length is given, or length is below 1.
     """
     if not callable(loss):
         raise TypeError(f"loss must be a function loss(params, carry, data, key), got {loss!r}")
@@ -73,7 +140,13 @@ def _round(params, opt_state, carry, data, keys, loss, optimizer, after_round):
 
 @fitted
 class Minimised:
-    """The outcome of :func:`minimise`: params, the final carry, and the loss trace (one value per step taken)."""
+    """The outcome of :func:`minimise`.
+
+    Attributes:
+        params: the final parameter pytree.
+        carry: the final carry.
+        trace: (steps,) the loss before each step taken.
+    """
 
     params: object
     carry: object
@@ -88,10 +161,32 @@ def minimise(loss, params, optimizer, *, num_steps: int, data=None, carry=None, 
     Steps run in compiled rounds of ``steps_per_round`` (default: all in one round); after each round
     ``after_round(params, carry, data) -> carry`` (compiled with it) may update the carry. With ``tol`` the loop
     stops once the loss changed by at most ``tol`` relative over a round (never while ``after_round`` is set, as
-    the carry changes the objective). Stops at the first non-finite loss (the trace then ends with it). Ctrl-C
-    stops after the running round and raises :class:`bayeskern.Interrupted` with the ``Minimised`` so far. ``loss``,
-    ``optimizer`` and ``after_round`` are static: pass module-level functions (or partials of them with hashable
-    settings) so repeated calls reuse the compiled rounds.
+    the carry changes the objective). Stops at the first non-finite loss (the trace then ends with it). ``loss``,
+    ``optimizer`` and ``after_round`` are static: pass module-level functions, settings bound by
+    :func:`static_partial` and optimisers from :func:`adam` / :func:`adamw`, so repeated calls reuse the compiled
+    rounds (a new ``functools.partial`` or lambda per call compiles them anew).
+
+    Args:
+        loss: ``loss(params, carry, data, key) -> (value, carry)``.
+        params: the starting parameter pytree.
+        optimizer: an ``optax.GradientTransformation``.
+        num_steps: the most steps to take, >= 1.
+        data: fixed arguments of the loss.
+        carry: the starting carry (None if the loss keeps none).
+        key: PRNG key for the losses' draws (default ``jax.random.key(0)``).
+        steps_per_round: steps per compiled round (default all).
+        tol: stop when the loss changed by at most this, relative, over a round.
+        after_round: ``after_round(params, carry, data) -> carry``, run after each round.
+        progress_bar: show a tqdm bar.
+        description: the bar's label and the interruption message's.
+
+    Returns:
+        Minimised: the final params and carry and the loss trace.
+
+    Raises:
+        TypeError: for counts that are not integers or a key that is not a PRNG key.
+        ValueError: for counts below 1 or tol not positive.
+        Interrupted: on Ctrl-C, after the running round, with the ``Minimised`` so far in ``partial``.
     """
     num_steps = check_count(num_steps, "num_steps")
     steps_per_round = num_steps if steps_per_round is None else check_count(steps_per_round, "steps_per_round")

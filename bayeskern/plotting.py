@@ -12,7 +12,20 @@ __all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot
 
 
 def save_figure(fig, path, dpi: int = 120) -> Path:
-    """Lay out ``fig``, write it to ``path`` atomically (creating the folder) and close it; returns the path."""
+    """Lay out ``fig``, write it to ``path`` atomically (creating the folder) and close it.
+
+    Args:
+        fig: a matplotlib figure.
+        path: the image file; its suffix gives the format (PNG when there is none).
+        dpi: resolution, an integer >= 1.
+
+    Returns:
+        The path written.
+
+    Raises:
+        TypeError: for a dpi that is not an integer.
+        ValueError: for a dpi below 1, or a format matplotlib does not know.
+    """
     import matplotlib.pyplot as plt
 
     path = Path(path)
@@ -27,7 +40,15 @@ def save_figure(fig, path, dpi: int = 120) -> Path:
 def plot_ranges(ax, groups: dict, names):
     """Mean and min-max range per name over repetitions, one offset series per group.
 
-    groups: {label: (reps, len(names)) values}; the x axis is labelled with ``names``."""
+    Args:
+        ax: the matplotlib axes to draw on.
+        groups: {label: (reps, len(names)) values}, one series per label.
+        names: the x-axis labels, one per column of the values.
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values.
+    """
     for i, (label, values) in enumerate(groups.items()):
         values = _values(values, f"groups[{label!r}]")
         mean = values.mean(0)
@@ -37,7 +58,16 @@ def plot_ranges(ax, groups: dict, names):
 
 
 def plot_null_distribution(ax, result, label: str = "statistic"):
-    """Histogram of the permutation null with the observed statistic marked."""
+    """Histogram of the permutation null with the observed statistic marked.
+
+    Args:
+        ax: the matplotlib axes to draw on.
+        result: a permutation test's :class:`~bayeskern.HypothesisTestResult`.
+        label: the x-axis label.
+
+    Raises:
+        ValueError: for a result without permutation statistics (a large-sample test).
+    """
     if getattr(result, "null_samples", None) is None:
         raise ValueError(f"result has no null_samples to plot (a permutation test's result; got "
                          f"method={getattr(result, 'method', None)!r})")
@@ -49,7 +79,21 @@ def plot_null_distribution(ax, result, label: str = "statistic"):
 
 
 def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q")):
-    """Witness values on a 1-D grid, optional (lower, upper) band and rug plots of the samples."""
+    """Witness values on a 1-D grid, an optional (lower, upper) band and rug plots of the samples.
+
+    Args:
+        ax: the matplotlib axes to draw on.
+        grid: (G,) or (G, 1) grid points.
+        values: (G,) witness values.
+        X: optional sample of P, drawn as a rug.
+        Y: optional sample of Q, drawn as a rug.
+        band: optional (lower, upper) pair of (G,) arrays.
+        labels: legend names of the two samples.
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite grid or values.
+    """
     grid, values = _values(grid, "grid").ravel(), _values(values, "values")
     ax.axhline(0.0, color="0.5", lw=0.8)
     if band is not None:
@@ -65,7 +109,24 @@ def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q
 
 
 def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
-    """Filled contour of witness values on a mesh (xx, yy, values all of one 2-D shape)."""
+    """Filled contour of witness values on a mesh, coloured symmetrically about 0.
+
+    Args:
+        ax: the matplotlib axes to draw on.
+        xx: (a, b) first coordinates of the mesh.
+        yy: (a, b) second coordinates.
+        values: (a, b) witness values.
+        X: optional (n, 2) sample of P, drawn as points.
+        Y: optional (m, 2) sample of Q, drawn as points.
+        labels: legend names of the two samples.
+
+    Returns:
+        The contour set (for a colour bar).
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values or arrays that do not share one 2-D shape.
+    """
     xx, yy, values = _values(xx, "xx"), _values(yy, "yy"), _values(values, "values")
     if not xx.shape == yy.shape == values.shape or xx.ndim != 2:
         raise ValueError(f"xx, yy and values must share one 2-D shape, got {xx.shape}, {yy.shape}, {values.shape}")
@@ -82,7 +143,16 @@ def plot_witness_2d(ax, xx, yy, values, X=None, Y=None, labels=("P", "Q")):
 
 
 def plot_likelihood_curve(ax, fit, median=None):
-    """BKE pseudolikelihood L(theta) on the type-II grid with the optimum, local maxima and median marked."""
+    """BKE pseudolikelihood L(theta) on the type-II grid with the optimum, local maxima and median marked.
+
+    Args:
+        ax: the matplotlib axes to draw on.
+        fit: a :class:`~bayeskern.inference.Type2Result` (from ``inference.fit_type2``).
+        median: optional median-heuristic lengthscale to mark.
+
+    Raises:
+        TypeError: for a fit without a likelihood curve.
+    """
     if getattr(fit, "curve", None) is None:
         raise TypeError(f"fit must be a type-II result with a likelihood curve (inference.fit_type2), got {fit!r}")
     finite = np.isfinite(fit.curve)

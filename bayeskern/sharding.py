@@ -21,7 +21,17 @@ AXIS = "rows"
 
 
 def row_mesh(devices=None) -> Mesh:
-    """A 1-D mesh with axis "rows" over ``devices`` (default: every device of every process)."""
+    """A 1-D mesh with axis "rows" over ``devices``.
+
+    Args:
+        devices: the devices to spread rows over (default: every device of every process).
+
+    Returns:
+        Mesh: the 1-D "rows" mesh.
+
+    Raises:
+        ValueError: for an empty list of devices.
+    """
     devices = jax.devices() if devices is None else list(devices)
     if not devices:
         raise ValueError("devices is empty: give at least one device (default: jax.devices())")
@@ -32,11 +42,18 @@ def row_mesh(devices=None) -> Mesh:
 class RowShards:
     """One sample of ``num_rows`` rows split over the devices of a 1-D mesh, padded to equal shards.
 
-    values: (N, ...) global ``jax.Array`` sharded by rows (N >= num_rows, a multiple of the device count);
-    mask: (N,) bool, True on real rows; counts: the real rows of each process (they come first in its N / P
-    padded rows); mesh: the 1-D "rows" mesh. Padded rows repeat a real row of their process (finite values), and
-    every computation that takes a RowShards gives them zero weight. A pytree (``counts`` and ``mesh`` static), so
-    it passes through ``jit``, ``grad`` and NUTS.
+    Padded rows repeat a real row of their process (finite values), and every computation that takes a RowShards
+    gives them zero weight. A pytree (``counts`` and ``mesh`` static), so it passes through ``jit``, ``grad`` and
+    NUTS. Build it with :func:`shard_rows` or :func:`load_rows`; ``rows[:, columns]`` selects columns.
+
+    Attributes:
+        values: (N, ...) global ``jax.Array`` sharded by rows (N >= num_rows, a multiple of the device count).
+        mask: (N,) bool, True on real rows.
+        counts: the real rows of each process (they come first in its N / P padded rows).
+        mesh: the 1-D "rows" mesh.
+        num_rows: n, the real rows of the sample.
+        shape: (n, ...), the shape of the sample the shards hold.
+        dtype: the dtype of the values.
     """
 
     def __init__(self, values, mask, counts: tuple, mesh: Mesh):
@@ -44,6 +61,7 @@ class RowShards:
 
     @property
     def dtype(self):
+        """The dtype of the values."""
         return self.values.dtype
 
     @property
@@ -64,20 +82,76 @@ class RowShards:
         return (self.num_rows,) + tuple(self.values.shape[1:])
 
     def with_values(self, values) -> "RowShards":
-        """The same rows and mask with other per-row values (leading dimension N, sharded like ``values``)."""
+        """The same rows and mask with other per-row values.
+
+        Args:
+            values: (N, ...) array of per-row values, sharded by rows like ``self.values``.
+
+        Returns:
+            RowShards: ``values`` with this mask, counts and mesh.
+
+        Raises:
+            Nothing is checked: a computation on the shards decides what the values mean.
+        """
         return RowShards(values, self.mask, self.counts, self.mesh)
 
     def padded_index(self, index):
-        """Positions in ``values`` of real rows ``index`` (integers in [0, n), the rows in process order);
-        traceable."""
+        """Positions in ``values`` of real rows (traceable).
+
+        Args:
+            index: integer array of real-row indices in [0, n), the rows in process order.
+
+        Returns:
+            Integer array of the same shape: their positions among the N padded rows.
+
+        Raises:
+            Nothing is checked (traceable): indices outside [0, n) give positions of other rows.
+        """
         width = self.values.shape[0] // len(self.counts)
         starts = np.cumsum((0,) + self.counts[:-1])
         process = jnp.searchsorted(jnp.asarray(starts[1:]), index, side="right")
         return index + process * width - jnp.asarray(starts)[process]
 
     def take(self, index):
-        """The real rows ``index`` (k,) gathered into a small replicated (k, ...) array; traceable."""
+        """Chosen real rows gathered into one small replicated array (traceable).
+
+        Args:
+            index: (k,) integer indices of real rows in [0, n).
+
+        Returns:
+            (k, ...) array of those rows, on every process.
+
+        Raises:
+            Nothing is checked (traceable): indices outside [0, n) give other rows.
+        """
         return self.values[self.padded_index(index)]
+
+    def __getitem__(self, index) -> "RowShards":
+        """Columns of every row, still split by rows: ``rows[:, :1]``, ``rows[:, [0, 2]]``, ``rows[:, 1]``.
+
+        The row axis takes only ``:`` (all rows): a sample's rows stay where they are, and
+        :meth:`take` gathers chosen rows into one array. Every process must make the same call (the selection
+        runs on the global array).
+
+        Args:
+            index: ``(slice(None), *column_index)``: ``:`` for the rows, then any NumPy index of the trailing
+                axes (slices, integers, integer arrays).
+
+        Returns:
+            RowShards: the same rows and mask with values ``values[:, *column_index]`` (N, ...).
+
+        Raises:
+            TypeError: for an index of the row axis other than ``:``.
+        """
+        index = index if isinstance(index, tuple) else (index,)
+        if not index or not (isinstance(index[0], slice) and index[0] == slice(None)):
+            raise TypeError(f"RowShards can be indexed on its columns only, as rows[:, columns] (got index {index!r}); "
+                            "rows.take(row_index) gathers chosen rows into one array")
+        values = self.values[(slice(None),) + index[1:]]
+        if values.ndim == 0 or values.shape[0] != self.values.shape[0]:
+            raise TypeError(f"index {index!r} would not keep the row axis first; index the columns only")
+        sharding = NamedSharding(self.mesh, PartitionSpec(AXIS, *([None] * (values.ndim - 1))))
+        return self.with_values(jax.device_put(values, sharding))
 
     def __repr__(self):
         return (f"RowShards(num_rows={self.num_rows}, padded_shape={tuple(self.values.shape)}, "
@@ -182,6 +256,20 @@ def load_rows(path, mesh: Mesh | None = None, *, start: int = 0, stop: int | Non
 
     The file is memory-mapped, so a process reads only its own rows: process p of P takes rows
     [start + p k / P, start + (p + 1) k / P) of the k = stop - start selected ones (default: the whole file).
+
+    Args:
+        path: the ``.npy`` file, (n, ...) rows.
+        mesh: a 1-D "rows" mesh (default :func:`row_mesh`).
+        start: the first row to read.
+        stop: one past the last row (default n).
+
+    Returns:
+        RowShards of the k selected rows.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        TypeError: for start or stop that are not integers, or rows that are not real numbers.
+        ValueError: for a scalar file, 0 <= start < stop <= n violated, or non-finite rows.
     """
     data = np.load(path, mmap_mode="r")
     if data.ndim == 0:
@@ -198,7 +286,17 @@ def load_rows(path, mesh: Mesh | None = None, *, start: int = 0, stop: int | Non
 
 
 def local_rows(rows: RowShards) -> np.ndarray:
-    """The real rows this process holds (its part of the sample, in order), as a NumPy array."""
+    """The real rows this process holds (its part of the sample, in order).
+
+    Args:
+        rows: a RowShards.
+
+    Returns:
+        (n_p, ...) NumPy array.
+
+    Raises:
+        TypeError: when rows is not a RowShards.
+    """
     if not isinstance(rows, RowShards):
         raise TypeError(f"rows must be a RowShards (shard_rows), got {type(rows).__name__}")
     shards = sorted(rows.values.addressable_shards, key=lambda s: s.index[0].start or 0)

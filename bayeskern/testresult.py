@@ -32,7 +32,17 @@ class HypothesisTestResult:
     kernels: tuple = field(default=(), repr=False)
 
     def reject(self, alpha: float = 0.05) -> bool:
-        """Whether H0 is rejected at level alpha (p_value <= alpha)."""
+        """Whether H0 is rejected at level alpha.
+
+        Args:
+            alpha: the level, in (0, 1).
+
+        Returns:
+            True when p_value <= alpha.
+
+        Raises:
+            ValueError: for alpha outside (0, 1).
+        """
         if not 0.0 < alpha < 1.0:
             raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
         return self.p_value <= alpha

@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / ".docs-src"
 
 MARKER = "<!-- cli-help -->"
-ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc):<code>([\w.]+)</code>")
-REFERENCE = re.compile(r'<code class="bk-ref">([\w.]+)</code>')
+MATHJAX = Path("javascripts/mathjax/tex-chtml.js")  # where the site serves MathJax from (mkdocs.yml names it)
+ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc):<code>(~?[\w.]+)</code>")
+REFERENCE = re.compile(r'<code class="bk-ref">(~?)([\w.]+)</code>')  # "~name": show the last component only
 
 
 def _help_sections():
@@ -87,9 +88,26 @@ def _target(name: str, uris: dict):
     return None
 
 
+def _copy_mathjax(site: Path):
+    """Ship MathJax with the site (from the ``django-static-mathjax`` package of the docs extra), so formulas render
+    from disk without a network: the TeX-to-HTML component, the TeX extensions it loads on demand (e.g.
+    ``\\boldsymbol``) and its web fonts, laid out as MathJax expects them next to its script."""
+    from importlib.resources import files
+
+    es5 = Path(str(files("mathjax") / "static" / "mathjax" / "es5"))
+    target = site / MATHJAX.parent
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    shutil.copy2(es5 / MATHJAX.name, target / MATHJAX.name)
+    for folder in ("input/tex/extensions", "output/chtml/fonts/woff-v2"):
+        shutil.copytree(es5 / folder, target / folder)
+
+
 def on_post_build(config):
-    """Turn the marked references into links to the API reference; names it does not document stay code."""
+    """Ship MathJax; turn the marked references into links to the API reference (names it does not document stay
+    code)."""
     site = Path(config["site_dir"])
+    _copy_mathjax(site)
     uris = _inventory(site)
     for page in site.rglob("*.html"):
         html = page.read_text()
@@ -97,8 +115,9 @@ def on_post_build(config):
             continue
 
         def link(match):
-            uri = _target(match.group(1), uris)
-            code = f"<code>{match.group(1)}</code>"
+            short, name = match.groups()
+            uri = _target(name, uris)
+            code = f"<code>{name.rpartition('.')[2] if short else name}</code>"
             if uri is None:
                 return code
             return f'<a href="{os.path.relpath(site / uri.split("#")[0], page.parent)}/#{uri.split("#")[1]}">{code}</a>'

@@ -34,7 +34,7 @@ def run_once(d, key, *, eta=0.2, lam=0.2):
     G_X, G_q = kx.gram(task.X), kx.cross(task.X, task.X_cond)
     mse = lambda W: float(jnp.mean(jnp.sum((kbr.posterior_mean(W, task.Z) - task.truth) ** 2, axis=1)))
     iw = kbr.kbr_iw_weights(G_X, gamma, G_q, lam).weights
-    original = kbr.kbr_original_weights(G_X, gamma, G_q, lam)
+    original = kbr.kbr_original_weights(G_X, gamma, G_q, lam).weights
     return mse(iw), mse(original), float(jnp.mean(jnp.sum(task.truth**2, axis=1)))
 
 

@@ -1,4 +1,5 @@
-"""Inference for bayeskern models (installed as ``bayeskern.inference``): type-II ML, NUTS drivers, diagnostics."""
+"""Inference for bayeskern's models (installed as ``bayeskern.inference``): type-II maximum likelihood, the NUTS
+driver with its diagnostics and arviz output, and Bayesian-averaged filtering from posterior draws."""
 
 from .bkl import bkl_fit, bkl_kernel
 from .diagnostics import Diagnostics, MCMCWarning, diagnose

@@ -26,6 +26,11 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
 
     Returns:
         Type2Result: the fit.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or data that are not real numbers.
+        ValueError: for non-finite data, samples of different dimensions or m outside [D, N).
+        RuntimeError: when float64 is off.
     """
     pooled = as_points(X, "X")
     if Y is not None:
@@ -53,6 +58,11 @@ def bkl_kernel(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) 
 
     Returns:
         RBF: the kernel with the type-II lengthscale.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or data that are not real numbers.
+        ValueError: for non-finite data, samples of different dimensions or m outside [D, N).
+        RuntimeError: when float64 is off.
 
     Examples:
         >>> import jax, bayeskern as bk

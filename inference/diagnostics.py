@@ -18,8 +18,15 @@ class MCMCWarning(UserWarning):
 class Diagnostics:
     """Worst-case summaries over all posterior variables.
 
-    max_rhat: rank-normalised split-R-hat; min_ess_bulk / min_ess_tail: effective sample sizes;
-    divergences: count over all chains and draws; problems: human-readable failures (empty when fine).
+    Attributes:
+        max_rhat: the largest rank-normalised split R-hat (NaN for a single chain, where it is not defined).
+        min_ess_bulk: the smallest bulk effective sample size.
+        min_ess_tail: the smallest tail effective sample size.
+        divergences: divergent transitions over all chains and draws.
+        num_draws: draws over all chains.
+        problems: human-readable failures (empty when fine).
+        ok: True when there are no problems.
+        divergence_rate: divergences / num_draws.
     """
 
     max_rhat: float
@@ -31,10 +38,12 @@ class Diagnostics:
 
     @property
     def ok(self) -> bool:
+        """True when no check failed."""
         return not self.problems
 
     @property
     def divergence_rate(self) -> float:
+        """The share of divergent transitions."""
         return self.divergences / self.num_draws
 
 
@@ -57,6 +66,9 @@ def diagnose(idata, *, rhat_max: float = 1.01, min_ess: float | None = None, var
 
     Returns:
         Diagnostics: the worst-case summaries and the list of problems.
+
+    Raises:
+        TypeError: for idata without a posterior group.
 
     Warns:
         MCMCWarning: when any check fails.

@@ -26,6 +26,10 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
     Returns:
         dict of the model's sites (``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s``) for ``run_nuts``'s
         ``init_values``.
+
+    Raises:
+        TypeError: for tuned that is not a TuneResult, or dim_z not an integer.
+        ValueError: for dim_z below 1.
     """
     if not isinstance(tuned, TuneResult):
         raise TypeError(f"tuned must be the TuneResult of kbr.tune_kbf, got {type(tuned).__name__}")
@@ -38,8 +42,11 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
 class PredictiveFiltering(NamedTuple):
     """Posterior predictive filtering of a test sequence (T~ steps, d_z coordinates).
 
-    mean: Bayesian-averaged estimate (T~, d_z); hyper_band / predictive_band: (2, T~, d_z) lower and
-    upper quantiles of the per-draw filtered means, and of those plus N(0, s^2) noise; draws: (S, T~, d_z).
+    Attributes:
+        mean: (T~, d_z) the Bayesian-averaged estimate.
+        hyper_band: (2, T~, d_z) lower and upper quantiles of the per-draw filtered means.
+        predictive_band: (2, T~, d_z) the same of the filtered means plus each draw's N(0, s^2) noise.
+        draws: (S, T~, d_z) the filtered means of the S hyperparameter draws.
     """
 
     mean: jax.Array

@@ -70,7 +70,11 @@ class MCMCResult:
     backend: str = static()
 
     def draws(self) -> dict:
-        """Samples with chains and draws flattened: site -> (chains * draws, ...)."""
+        """Samples with chains and draws flattened, e.g. for ``bke.witness_posterior(hyper_draws=...)``.
+
+        Returns:
+            dict: site name -> (chains * draws, ...) array.
+        """
         return {k: v.reshape((-1,) + v.shape[2:]) for k, v in self.samples.items()}
 
     @functools.cached_property

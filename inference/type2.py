@@ -45,7 +45,14 @@ class Type2Result:
     convention: str = static()
 
     def kernel(self) -> RBF:
-        """The BKL kernel RBF(lengthscale)."""
+        """The BKL kernel RBF(lengthscale).
+
+        Returns:
+            RBF: the kernel at the type-II lengthscale.
+
+        Raises:
+            ValueError: for a lengthscale that is not positive and finite (a damaged result).
+        """
         return RBF(jnp.asarray(self.lengthscale))
 
 
@@ -61,6 +68,10 @@ def log_grid(X, Z=None, *, size: int = 161, low: float = 0.01, high: float = 3.0
 
     Returns:
         (size,) array.
+
+    Raises:
+        TypeError: for size not an integer or points that are not real numbers.
+        ValueError: for size below 1, low or high not positive, low >= high, or non-finite points.
     """
     size = check_count(size, "size")
     check_positive(low, "low"), check_positive(high, "high")
@@ -246,6 +257,10 @@ def tau2_profile(X, Z, lengthscales, *, tau2_bounds=(1e-14, 1e4), convention: st
 
     Returns:
         (values, tau2_star): two (k,) arrays, the profile and its maximiser.
+
+    Raises:
+        ValueError: for lengthscales that are not positive, invalid inducing points or an unknown convention.
+        RuntimeError: when float64 is off.
     """
     objective = SEPseudolikelihood.build(X, Z, convention=convention)
     lo, hi = np.log(tau2_bounds[0]), np.log(tau2_bounds[1])

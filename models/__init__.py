@@ -1,4 +1,5 @@
-"""NumPyro models of bayeskern (installed as ``bayeskern.models``)."""
+"""NumPyro models of bayeskern (installed as ``bayeskern.models``): plain functions of the data, sampled by
+``bayeskern.inference.run_nuts``."""
 
 from .bke import bke_model
 from .kbf import FilterSplit, compress_split, kbf_hyper_model, split_for_validation

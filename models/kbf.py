@@ -31,10 +31,20 @@ HYPER_PRIORS = {
 
 
 class FilterSplit(NamedTuple):
-    """Fit pairs (steps 1..T-V), validation pairs (the last V steps), the fit medians (constants), optional
-    ``landmarks`` (p_x, d_x) and ``landmarks_z`` (p_z, d_z) for a low-rank (Nystrom) filter, and optional transition
-    sources Z_prev (m, d_z) when the fit pairs are m compressed transitions Z_prev[j] -> (Z_fit[j], X_fit[j])
-    (:func:`compress_split`)."""
+    """One training trajectory split for :func:`kbf_hyper_model`.
+
+    Attributes:
+        X_fit: (T - V, d_x) observations the filter is built on (steps 1..T-V).
+        Z_fit: (T - V, d_z) their latents.
+        X_val: (V, d_x) validation observations (the last V steps).
+        Z_val: (V, d_z) their latents.
+        median_x: () median pairwise distance of X_fit, the unit of the observation bandwidth (a constant).
+        median_z: () median pairwise distance of Z_fit, the unit of the latent bandwidth.
+        landmarks: optional (p_x, d_x) Nystrom landmarks of the observations, for a low-rank filter.
+        Z_prev: optional (m, d_z) transition sources when the fit pairs are m compressed transitions
+            Z_prev[j] -> (Z_fit[j], X_fit[j]) (:func:`compress_split`).
+        landmarks_z: optional (p_z, d_z) Nystrom landmarks of the latents.
+    """
 
     X_fit: jax.Array
     Z_fit: jax.Array

@@ -23,6 +23,45 @@ import bayeskern  # noqa: E402
 bayeskern.enable_x64()
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """The suite runs on every core (pytest-xdist's ``-n auto``) unless ``-n`` is given or xdist is disabled
+    (``-p no:xdist`` runs it in this one process)."""
+    if config.pluginmanager.hasplugin("xdist") and config.getoption("numprocesses", None) is None \
+            and not hasattr(config, "workerinput"):
+        config.option.numprocesses = "auto"
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)
+
+
+# Every compiled program JAX keeps alive holds about ten memory mappings on a CPU (its machine code and data,
+# mapped by XLA's JIT). JAX caches each jitted function's programs for the life of the process, so a single process
+# that compiles the whole suite's ~6000 distinct programs passes Linux's per-process limit of mappings
+# (vm.max_map_count, 65530 by default) and XLA aborts while mapping the next one. Between test files, once the
+# process holds more than half of that limit, the caches are cleared: later files recompile what they use.
+def _map_budget():
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read()) // 2
+    except (OSError, ValueError):
+        return None  # not Linux: no such limit to keep under
+
+
+_MAP_BUDGET = _map_budget()
+
+
+def _memory_maps() -> int:
+    with open("/proc/self/maps") as f:
+        return sum(1 for _ in f)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _bounded_compiled_programs():
+    yield
+    if _MAP_BUDGET is not None and _memory_maps() > _MAP_BUDGET:
+        import jax
+
+        jax.clear_caches()

@@ -14,7 +14,8 @@ PACKAGES = {ROOT / "bayeskern": "bayeskern", ROOT / "models": "bayeskern.models"
 FAMILIES = ("bayeskern.bke", "bayeskern.kbr", "bayeskern.jdl", "bayeskern.compression", "bayeskern.cli",
             "bayeskern.models", "bayeskern.inference")
 FOUNDATION = ("bayeskern.kernels", "bayeskern.linalg", "bayeskern.embeddings", "bayeskern.mmd", "bayeskern.hsic",
-              "bayeskern._validation", "bayeskern._config", "bayeskern._kernel_choice", "bayeskern.fitted",
+              "bayeskern._validation", "bayeskern._trees", "bayeskern._config", "bayeskern._kernel_choice",
+              "bayeskern.fitted",
               "bayeskern.conditional", "bayeskern.testresult", "bayeskern.sharding", "bayeskern.datasets",
               "bayeskern.plotting")
 

@@ -159,6 +159,26 @@ CASES = [
     ("sharding.local_rows", "rows not RowShards", lambda f: sharding.local_rows(X), TypeError, "rows"),
     ("sharding.shard_rows", "row shards to a test", lambda f: bk.mmd_test(bk.sharding.shard_rows(X), Y, bk.RBF(1.0), key=KEY), TypeError,
      "mmd_test takes X on one process"),
+    ("optim.static_partial", "function not callable", lambda f: optim.static_partial(3.0, 1), TypeError, "function must be callable"),
+    ("optim.static_partial", "unhashable setting", lambda f: optim.static_partial(np.sum, np.ones(2)), TypeError, "unhashable"),
+    ("sharding.RowShards", "row index of row shards", lambda f: bk.sharding.shard_rows(X)[:5], TypeError,
+     r"indexed on its columns only, as rows\[:, columns\]"),
+    ("compression.ackip", "no random start", lambda f: cp.ackip(X, y1, 5, key=KEY, n_init=0, progress_bar=False), ValueError,
+     "n_init must be >= 1"),
+    ("compression.jkip", "no random start", lambda f: cp.jkip(X, y1, 5, key=KEY, n_init=0, progress_bar=False), ValueError,
+     "n_init must be >= 1"),
+    ("bke.witness_posterior", "no hyperparameter draws", lambda f: bke.witness_posterior(
+        X, Y, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.array([])}), ValueError, r"hyper_draws\['lengthscale'\] must hold S >= 1"),
+    ("bke.witness_posterior", "negative lengthscale draw", lambda f: bke.witness_posterior(
+        X, Y, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.array([1.0, -1.0])}), ValueError,
+     r"hyper_draws\['lengthscale'\] holds 1 non-finite or non-positive draw\(s\) \(at draws \[1\]\)"),
+    ("bke.witness_posterior", "NaN lengthscale draw", lambda f: bke.witness_posterior(
+        X, Y, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.array([np.nan, 1.0])}), ValueError, r"at draws \[0\]"),
+    ("bke.witness_posterior", "draws of unequal length", lambda f: bke.witness_posterior(
+        X, Y, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.ones(3), "tau2": np.ones(2)}), ValueError,
+     "share their number of draws"),
+    ("bke.witness_posterior", "draws not a dict", lambda f: bke.witness_posterior(X, Y, grid=X[:5], key=KEY, hyper_draws=[1.0]),
+     TypeError, "hyper_draws must be a non-empty dict"),
 ]
 
 
@@ -540,6 +560,26 @@ def test_a_filter_flags_observations_outside_the_training_range(fits):
 def test_float32_grams_are_solved_in_float64(fits):
     W = kbr.cme_weights(np.eye(5, dtype=np.float32), np.eye(5, dtype=np.float32), 0.1)
     assert W.dtype == np.float64
+
+
+@pytest.mark.parametrize("method", ["iw", "original"])
+def test_a_filter_of_float32_data_runs_in_float64(method):
+    """float32 data are upcast like every Gram solve: the filter equals the one of the same data in float64 (the
+    scan carried float32 weights into float64 steps and raised a TypeError before)."""
+    X32, Z32 = X.astype(np.float32), np.roll(X, 1, axis=1).astype(np.float32)
+    f32 = kbr.KernelBayesFilter.fit(X32, Z32, method=method)
+    f64 = kbr.KernelBayesFilter.fit(X32.astype(np.float64), Z32.astype(np.float64), method=method)
+    means = f32.filter(X32[:8])
+    assert means.dtype == np.float64
+    np.testing.assert_allclose(means, f64.filter(X32[:8].astype(np.float64)), atol=1e-6)
+    _, first = f32.update(f32.initial_state(), X32[0])
+    np.testing.assert_allclose(first, means[0], atol=1e-6)
+
+
+def test_original_kbr_weights_of_an_all_zero_gamma_are_flagged():
+    out = kbr.kbr_original_weights(G, np.zeros(40), G[:, :5], 1e-3, zero_weight_policy="zeros")
+    assert bool(out.degenerate)  # the all-zero weights come with the flag, not as a posterior mean of 0
+    assert bool(kbr.kbr_original_weights(G, np.zeros(40), G[:, :5], 1e-3).degenerate)
 
 
 KILLED_WRITER = """

@@ -60,7 +60,10 @@ WORKER = textwrap.dedent("""
     f = jax.value_and_grad(lambda ell, A: log_pseudolikelihood(A, Z, bk.RBF(ell), 1.0))
     model = fit_jdl(Ws, Xs, bk.RBF(0.5), bk.RBF(0.5), 1e-4, constraint="data_box")  # masked column extremes too
     assert sum(s.data.shape[0] for s in model.basis_x.A.addressable_shards) == 181  # the factor stays split
-    x, y, xs, ys = X[:, :1], W, Xs.with_values(Xs.values[:, :1]), Ws  # compression of the (x, w) pairs
+    x, y, xs, ys = X[:, :1], W, Xs[:, :1], Ws  # compression of the (x, w) pairs: a column of the sharded X
+    assert np.array_equal(local_rows(xs), X[cut_x[0]:cut_x[1], :1]) and not xs.values.is_fully_addressable
+    assert np.array_equal(local_rows(Xs[:, 1]), X[cut_x[0]:cut_x[1], 1])  # an integer index drops the axis
+    assert np.array_equal(local_rows(Xs[:, [1, 0]]), X[cut_x[0]:cut_x[1], ::-1])
 
     def compute(X, Y, W, R, x, y):
         return {"mmd": bk.mmd2_unbiased(X, Y, k, block_size=64),
@@ -175,3 +178,9 @@ def test_shard_rows_pads_uneven_rows_with_a_mask_in_one_process():
         shard_rows(np.zeros((0, 3)))
     with pytest.raises(TypeError, match="mmd_test takes X on one process"):
         bk.mmd_test(Xs, X, bk.RBF(1.0), key=jax.random.key(0))
+    for columns in (slice(0, 1), 2, [2, 0]):  # columns of the sharded sample, rows still split
+        part = Xs[:, columns]
+        assert np.array_equal(local_rows(part), X[:, columns]) and part.num_rows == 7
+        assert part.values.sharding.spec[0] == "rows"
+    with pytest.raises(TypeError, match=r"rows\[:, columns\]"):
+        Xs[:3]

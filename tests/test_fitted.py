@@ -27,7 +27,7 @@ def _identical(a, b):
             assert x.dtype == y.dtype and np.shape(x) == np.shape(y)
             assert np.asarray(x).tobytes() == np.asarray(y).tobytes()
         else:
-            assert x == y or (x != x and y != y)  # NaN floats compare equal here
+            assert x == y
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,9 @@ def test_every_fitted_class_round_trips_bit_for_bit(fitted_objects, tmp_path):
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, dataclasses.fields(obj)[0].name, None)
         obj.save(tmp_path / f"{name}.npz")
-        _identical(bk.load(tmp_path / f"{name}.npz"), obj)
+        back = bk.load(tmp_path / f"{name}.npz")
+        _identical(back, obj)
+        assert back == obj and hash(back) == hash(obj)  # plain equality of the object and its saved copy
     assert fitted_objects["jpdl"].basis_x.__class__.__name__ == "PolynomialBasis"
 
 
@@ -149,3 +151,32 @@ def test_loading_float64_files_needs_x64(fitted_objects, tmp_path):
     finally:
         bk.enable_x64()
     assert jnp.asarray(1.0).dtype == jnp.float64
+
+
+def test_equality_compares_classes_settings_and_arrays(fitted_objects):
+    jdl_model, cme = fitted_objects["jdl"], fitted_objects["cme"]
+    assert jdl_model == jdl_model and jdl_model != cme
+    other = dataclasses.replace(jdl_model, H=jdl_model.H.at[0, 0].add(1e-12))
+    assert other != jdl_model  # one coefficient changed
+    assert dataclasses.replace(jdl_model, H=jdl_model.H.astype(np.float32)) != jdl_model  # same values, other dtype
+    assert RBF(0.5) == RBF(0.5) and RBF(0.5) != RBF(0.6) and RBF(0.5) != bk.Matern32(0.5)
+    assert len({RBF(0.5), RBF(0.5), RBF(0.6)}) == 2
+
+
+def test_certificates_say_none_where_a_quantity_does_not_apply(fitted_objects):
+    """No NaN placeholders: a normalised fit has no positivity margin, an unconstrained one no multipliers."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((40, 1))
+    Y = X**2 + 0.1 * rng.standard_normal((40, 1))
+    fits = {c: jdl.fit_jdl(X, Y, RBF(0.5), RBF(0.5), 1e-3, constraint=c)
+            for c in ("unconstrained", "normalised", "data_box")}
+    expected = {"unconstrained": (None, None, None), "normalised": (float, None, None),
+                "data_box": (float, float, float)}
+    for constraint, model in fits.items():
+        got = (model.solution.mu, model.solution.nu, model.solution.positivity)
+        for value, kind in zip(got, expected[constraint]):
+            assert value is None if kind is None else (isinstance(value, float) and np.isfinite(value)), \
+                (constraint, got)
+    assert fitted_objects["jpdl"].solution.positivity is None  # unconstrained JPDL
+    sos = jdl.fit_jpdl(X, Y, 2, 1e-2, constraint="sos").solution  # the interior-point program reports no multipliers
+    assert sos.mu is None and sos.nu is None and isinstance(sos.positivity, float) and np.isfinite(sos.positivity)

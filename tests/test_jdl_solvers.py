@@ -134,7 +134,8 @@ def test_exact_dual_matches_a_generic_qp_and_kkt(rng, normalise):
     if normalise:
         assert sol.normalisation <= 1e-10
     # KKT: H = T(mu, nu), the soft-threshold map
-    base = Gamma - sol.mu * S * normalise
+    assert (sol.mu is None) == (not normalise)  # no normalisation multiplier where none was imposed
+    base = Gamma - sol.mu * S if normalise else Gamma
     alpha, beta = base + sol.nu * lo, base + sol.nu * hi
     T = np.where(alpha > 0, alpha / W, np.where(beta < 0, beta / W, 0.0))
     np.testing.assert_allclose(sol.H, T, atol=1e-12 * np.abs(T).max())

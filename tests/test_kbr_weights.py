@@ -62,7 +62,7 @@ def test_original_forms_agree(rng):
     Gam = np.diag(gamma)
     literal = Gam @ G @ np.linalg.solve(Gam @ G @ Gam @ G + n**2 * lam * np.eye(n), Gam @ g)
     for solver in ("eigh", "cholesky"):
-        W = kbr.kbr_original_weights(G, gamma, g, lam, solver=solver)
+        W = kbr.kbr_original_weights(G, gamma, g, lam, solver=solver).weights
         np.testing.assert_allclose(W, literal, rtol=1e-8, atol=1e-10)
     # operator form (2) with 1/n-normalised weighted covariances and explicit features
     psi = _features(1.2, F=60, seed=2)
@@ -70,10 +70,10 @@ def test_original_forms_agree(rng):
     C = Psi.T @ Gam @ Psi / n
     E_star = (np.linalg.solve(C @ C + lam * np.eye(60), C @ Psi_q.T))  # (C^2 + lam)^{-1} C psi(x)
     operator = Gam @ Psi @ E_star / n
-    W = kbr.kbr_original_weights(Psi @ Psi.T, gamma, Psi @ Psi_q.T, lam)
+    W = kbr.kbr_original_weights(Psi @ Psi.T, gamma, Psi @ Psi_q.T, lam).weights
     np.testing.assert_allclose(W, operator, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(kbr.kbr_original_weights(G, gamma, g, n**2 * lam, reg_scale="gram"),
-                               kbr.kbr_original_weights(G, gamma, g, lam), atol=1e-12)
+    np.testing.assert_allclose(kbr.kbr_original_weights(G, gamma, g, n**2 * lam, reg_scale="gram").weights,
+                               kbr.kbr_original_weights(G, gamma, g, lam).weights, atol=1e-12)
 
 
 def test_truncated_factor_equals_dense_original_kbr_on_a_300_point_filtering_problem():
@@ -89,8 +89,8 @@ def test_truncated_factor_equals_dense_original_kbr_on_a_300_point_filtering_pro
     s, U = np.linalg.eigh(G)
     assert kbr.gram_factor(G).shape[1] < 100  # the truncation is real
     for lam in (1e-6, 1e-4):
-        truncated = np.asarray(kbr.kbr_original_weights(G, gamma, g, lam)).T @ Z
-        full = np.asarray(kbr.kbr_original_weights(G, gamma, g, lam, factor=U * np.sqrt(np.maximum(s, 0)))).T @ Z
+        truncated = np.asarray(kbr.kbr_original_weights(G, gamma, g, lam).weights).T @ Z
+        full = np.asarray(kbr.kbr_original_weights(G, gamma, g, lam, factor=U * np.sqrt(np.maximum(s, 0))).weights).T @ Z
         Gam = np.diag(gamma)
         literal = (Gam @ G @ np.linalg.solve(Gam @ G @ Gam @ G + 300**2 * lam * np.eye(300), Gam @ g)).T @ Z
         for reference in (full, literal):
@@ -119,7 +119,7 @@ def test_scale_covariance_and_permutation_equivariance(rng):
     np.testing.assert_allclose(kbr.kulsif_gamma(p["G_Z"], kappa * g_pi, eta), kappa * gamma, rtol=1e-10)
     iw = lambda gm, lm: kbr.kbr_iw_weights(p["G_X"], gm, p["G_Xq"], lm).weights
     np.testing.assert_allclose(iw(kappa * gamma, lam), iw(gamma, lam / kappa), atol=1e-10)
-    org = lambda gm, lm: kbr.kbr_original_weights(p["G_X"], gm, p["G_Xq"], lm)
+    org = lambda gm, lm: kbr.kbr_original_weights(p["G_X"], gm, p["G_Xq"], lm).weights
     np.testing.assert_allclose(org(kappa * gamma, 1e-4), org(gamma, 1e-4 / kappa**2), atol=1e-10)
     perm = rng.permutation(30)
     G_X, G_Z = p["G_X"][np.ix_(perm, perm)], p["G_Z"][np.ix_(perm, perm)]
@@ -169,6 +169,22 @@ def test_all_truncated_weights_follow_the_policy(rng):
     assert not bool(kbr.kbr_iw_weights(p["G_X"], np.abs(gamma), p["G_Xq"], 0.01).degenerate)
     with pytest.raises(ValueError, match="prior_weights"):
         kbr.kbr_iw_weights(p["G_X"], gamma, p["G_Xq"], 0.01, zero_weight_policy="prior")
+
+
+def test_an_all_zero_gamma_in_the_original_kbr_is_flagged_and_follows_the_policy(rng):
+    """Without the flag every weight would be zero (posterior mean 0, a plausible-looking number)."""
+    p = _problem(rng)
+    zero, prior = np.zeros(30), np.full(30, 1.0 / 30)
+    G, g = p["G_X"], p["G_Xq"]
+    out = kbr.kbr_original_weights(G, zero, g, 1e-4)
+    uniform = kbr.kbr_original_weights(G, np.ones(30), g, 1e-4)  # gamma = 1: the data marginal as the prior
+    assert bool(out.degenerate) and not bool(uniform.degenerate)
+    np.testing.assert_allclose(out.weights, uniform.weights, atol=1e-12)
+    out = kbr.kbr_original_weights(G, zero, g, 1e-4, zero_weight_policy="prior", prior_weights=prior)
+    assert bool(out.degenerate) and np.allclose(out.weights, prior[:, None])
+    out = kbr.kbr_original_weights(G, zero, g, 1e-4, zero_weight_policy="zeros")
+    assert bool(out.degenerate) and np.all(np.asarray(out.weights) == 0)
+    assert not bool(kbr.kbr_original_weights(G, -np.ones(30), g, 1e-4).degenerate)  # signed gamma is not degenerate
 
 
 def test_gradients_are_finite_with_truncated_weights(rng):

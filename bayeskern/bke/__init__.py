@@ -1,4 +1,5 @@
-"""Bayesian kernel embeddings (Flaxman et al.): prior, pseudolikelihood, posteriors."""
+"""Bayesian kernel embeddings (Flaxman et al. 2016): the convolved prior covariance, the marginal pseudolikelihood
+of the kernel hyperparameters, inducing points, and the closed-form embedding and witness posteriors."""
 
 from .convolved import ConvolvedSE
 from .inducing import default_num_inducing, herding_inducing, hold_out_inducing

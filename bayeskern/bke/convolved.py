@@ -18,15 +18,37 @@ def _whiten(L, X):
 
 
 class ConvolvedSE(Kernel):
-    """Convolved squared-exponential kernel r_theta, the covariance of the BKE prior GP(0, r_theta).
+    """Convolved squared-exponential kernel r_theta(x, y) = int k(x, u) k(u, y) nu(du), the covariance of the BKE
+    prior GP(0, r_theta).
 
-    ``base``: the SE kernel k_theta (RBF isotropic/ARD or RBFFull), Sigma its covariance.
-    ``nu="lebesgue"``: r = pi^{D/2} |Sigma|^{1/2} exp(-d^T Sigma^{-1} d / 4), d = x - y.
-    ``nu="gaussian"``: nu(du) = exp(-(u - center)^T H^{-1} (u - center) / 2) du with
-    H = eta^2 I (``eta``) or a full SPD ``H``; r gains the factor
-    |I + Sigma H^{-1} / 2|^{-1/2} exp(-(s - c)^T (Sigma / 2 + H)^{-1} (s - c) / 2), s = (x + y) / 2,
-    and ``nu_normalised=True`` divides by the mass (2 pi)^{D/2} |H|^{1/2} of nu.
-    ``r_scale="unit"`` drops the constant pi^{D/2} |Sigma|^{1/2} (Flaxman et al. 2016, Appendix B).
+    With Sigma the covariance of the base kernel and d = x - y: for Lebesgue nu,
+    r = pi^{D/2} |Sigma|^{1/2} exp(-d^T Sigma^{-1} d / 4). For the Gaussian measure
+    nu(du) = exp(-(u - c)^T H^{-1} (u - c) / 2) du, r gains the factor
+    |I + Sigma H^{-1} / 2|^{-1/2} exp(-(s - c)^T (Sigma / 2 + H)^{-1} (s - c) / 2), s = (x + y) / 2.
+
+    Args:
+        base: the SE kernel k_theta: RBF (isotropic or ARD) or RBFFull.
+        nu: ``"lebesgue"`` or ``"gaussian"``.
+        eta: Gaussian nu with H = eta^2 I (give eta or H, not both).
+        H: Gaussian nu with this (D, D) SPD matrix.
+        center: (D,) centre c of the Gaussian nu (default 0).
+        r_scale: ``"exact"``, or ``"unit"`` to drop the constant pi^{D/2} |Sigma|^{1/2} (the scaling of
+            Flaxman et al. 2016, Appendix B).
+        nu_normalised: divide by the mass (2 pi)^{D/2} |H|^{1/2} of the Gaussian nu.
+
+    Attributes:
+        base: the SE kernel k_theta.
+        nu: ``"lebesgue"`` or ``"gaussian"``.
+        eta: () float array for H = eta^2 I, or None.
+        H: (D, D) float array, or None.
+        center: (D,) float array, or None (the origin).
+        r_scale: ``"exact"`` or ``"unit"``.
+        nu_normalised: whether the Gaussian nu is normalised to a probability measure.
+
+    Raises:
+        TypeError: for a base kernel that is not RBF or RBFFull, or options that are not real numbers.
+        ValueError: for an unknown nu or r_scale, a Gaussian nu without exactly one of eta and H, Gaussian options
+            with the Lebesgue nu, or eta not positive.
     """
 
     _leaves = ("base", "eta", "H", "center")

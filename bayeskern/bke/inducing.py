@@ -17,7 +17,19 @@ __all__ = ["default_num_inducing", "hold_out_inducing", "herding_inducing"]
 
 
 def default_num_inducing(N: int, D: int) -> int:
-    """m = min(100, max(D, floor(N / 10))) for a sample of N points in D dimensions."""
+    """The default number of inducing points, m = min(100, max(D, floor(N / 10))).
+
+    Args:
+        N: the sample size.
+        D: the dimension.
+
+    Returns:
+        int, m.
+
+    Raises:
+        TypeError: for N or D not an integer.
+        ValueError: for N or D below 1.
+    """
     N, D = check_count(N, "N"), check_count(D, "D")
     return min(100, max(D, N // 10))
 
@@ -54,8 +66,20 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
     spread over where the sample has mass; deterministic given X. ``kernel`` defaults to the RBF with lengthscale
     median heuristic x m^(-1/D), the spacing of m points over the sample: a kernel as wide as the median
     resolves only the first few points, after which the greedy choice follows tiny residuals.
-    Matrix-free: memory O(N * block_size), time O(N^2 + N m). Returns ``(X_rest, Z)`` as
-    :func:`hold_out_inducing` does.
+    Matrix-free: memory O(N * block_size), time O(N^2 + N m).
+
+    Args:
+        X: (N, D) sample.
+        m: number of inducing points, D <= m < N (default :func:`default_num_inducing`).
+        kernel: the herding kernel (default as above).
+        block_size: rows per block of the mean embedding.
+
+    Returns:
+        (X_rest, Z): arrays of shapes (N - m, D) and (m, D), as :func:`hold_out_inducing` returns.
+
+    Raises:
+        TypeError: for data that are not real numbers or m not an integer.
+        ValueError: for non-finite data or m outside [D, N).
     """
     X = as_points(X, "X")
     m = _check_size(X, m)

@@ -90,6 +90,17 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     column-major ``to_vector``; the -mn/2 log(2 pi) constant is omitted, as in the program.
     Reproduction/diagnostics only: the mean direction is weighted by 1/tau2, and like the
     program it forms the n x n eigenbasis of 1 1^T (O(n^2) memory): keep n in the thousands.
+
+    Args:
+        Kzx: (m, n) cross-kernel between inducing points and data.
+        Rzz: (m, m) prior covariance at the inducing points.
+        tau2: noise variance > 0.
+
+    Returns:
+        () array, the program's value.
+
+    Raises:
+        ValueError: for non-finite or mismatched inputs or tau2 not positive.
     """
     Kzx, Rzz = _kron_inputs(Kzx, Rzz, tau2)
     m, n = Kzx.shape
@@ -236,9 +247,20 @@ def _row_keys(A):
 
 
 def check_inducing_points(X, Z):
-    """Validate inducing points Z (m, D) against the likelihood points X (n, D): m >= D, distinct, not in X.
+    """Validate inducing points against the likelihood points: m >= D, distinct, none of them in X.
 
-    X may be a :class:`~bayeskern.sharding.RowShards`: each process checks its own rows against Z."""
+    Args:
+        X: (n, D) likelihood points, or a :class:`~bayeskern.sharding.RowShards` (each process checks its own rows).
+        Z: (m, D) inducing points.
+
+    Returns:
+        (X, Z) as float arrays (X stays a RowShards).
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite points, dimensions that differ, m < D, duplicated inducing points or inducing
+            points that are points of X.
+    """
     sharded = isinstance(X, RowShards)
     X = X.with_values(as_points(X.values, "X")) if sharded else as_points(X, "X")
     Z = as_points(Z, "Z")

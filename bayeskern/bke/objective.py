@@ -18,19 +18,27 @@ __all__ = ["SEPseudolikelihood"]
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class SEPseudolikelihood:
-    """L(theta, tau2) of eq. (15) on fixed data with an SE kernel k_theta = RBF(lengthscale).
+    """The marginal pseudolikelihood L(theta, tau2) (Flaxman et al. 2016, eq. 15) on fixed data with an SE kernel
+    k_theta = RBF(lengthscale); build it with :meth:`build`.
 
-    X: (n, D) points entering the likelihood (or a :class:`~bayeskern.sharding.RowShards`: rows spread over
-    processes); Z: (m, D) held-out inducing points (none of them in X).
-    Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure,
-    jit/grad/vmap-able and returns -inf where R_zz + tau2/n I cannot be factorised, so
-    optimisers and NUTS reject the point instead of seeing NaN. ``volume=None`` drops the
-    log-volume term (for diagnostics only: the optimum then runs to the largest lengthscale).
-    ``nu="gaussian"`` with ``eta`` (and optional ``center``) selects the Gaussian measure;
-    ``r_scale`` overrides the convention's scale of r_theta ("exact" or "unit"). For D = 1 on one process (n m up to
-    2^22) ``build`` stores the squared distances between X and Z (``distances``) and every evaluation runs a fused
-    pass over them with a hand-derived lengthscale derivative: about 2.5x faster per gradient, equal to the general
-    pass to rounding.
+    Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure, jit/grad/vmap-able and
+    returns -inf where R_zz + tau2/n I cannot be factorised, so optimisers and NUTS reject the point instead of
+    seeing NaN. For D = 1 on one process (n m up to 2^22) the squared distances between X and Z are stored and every
+    evaluation runs a fused pass over them with a hand-derived lengthscale derivative: about 2.5x faster per
+    gradient, equal to the general pass to rounding.
+
+    Attributes:
+        X: (n, D) points entering the likelihood, or a :class:`~bayeskern.sharding.RowShards`.
+        Z: (m, D) held-out inducing points (none of them in X).
+        convention: ``"exact"``, ``"stan_conventions"`` or ``"stan_as_printed"``.
+        volume: how the log-volume term is computed: ``"closed"``, ``"autodiff"``, or None to drop it (for
+            diagnostics only: the optimum then runs to the largest lengthscale).
+        nu: ``"lebesgue"`` or ``"gaussian"``.
+        eta: the Gaussian measure's scale, or None.
+        center: the Gaussian measure's centre, or None.
+        r_scale: None (the convention's scale of r_theta), ``"exact"`` or ``"unit"``.
+        distances: the stored squared distances of the fused D = 1 pass, or None.
+        dim: D.
     """
 
     X: jax.Array
@@ -46,7 +54,26 @@ class SEPseudolikelihood:
     @classmethod
     def build(cls, X, Z, *, convention: str = "exact", volume: str | None = "closed", nu: str = "lebesgue",
               eta=None, center=None, r_scale: str | None = None) -> "SEPseudolikelihood":
-        """Validate the data once (m >= D, distinct Z not in X, finite values) and build the objective."""
+        """Validate the data once (m >= D, distinct Z not in X, finite values) and build the objective.
+
+        Args:
+            X: (n, D) likelihood points, or a RowShards.
+            Z: (m, D) held-out inducing points.
+            convention: ``"exact"``, ``"stan_conventions"`` or ``"stan_as_printed"``.
+            volume: ``"closed"``, ``"autodiff"`` or None.
+            nu: ``"lebesgue"`` or ``"gaussian"``.
+            eta: scale of the Gaussian measure.
+            center: centre of the Gaussian measure.
+            r_scale: None, ``"exact"`` or ``"unit"``.
+
+        Returns:
+            SEPseudolikelihood: the objective.
+
+        Raises:
+            ValueError: for an unknown option, non-finite data, fewer than D or duplicated inducing points,
+                inducing points inside X, or ``"stan_as_printed"`` with a RowShards.
+            RuntimeError: when float64 is off.
+        """
         require_x64("SEPseudolikelihood")
         if convention not in _CONVENTIONS:
             raise ValueError(f"convention must be one of {_CONVENTIONS}, got {convention!r}")
@@ -64,10 +91,21 @@ class SEPseudolikelihood:
 
     @property
     def dim(self) -> int:
+        """D, the dimension of the points."""
         return self.X.shape[1]
 
     def prior_cov(self, kernel) -> ConvolvedSE:
-        """r_theta for the kernel under this objective's measure and convention."""
+        """r_theta for a kernel under this objective's measure and convention.
+
+        Args:
+            kernel: the SE kernel k_theta.
+
+        Returns:
+            ConvolvedSE: its prior covariance.
+
+        Raises:
+            TypeError: for a kernel that is not RBF or RBFFull.
+        """
         r_scale = self.r_scale or ("exact" if self.convention == "exact" else "unit")
         return ConvolvedSE(kernel, nu=self.nu, eta=self.eta, center=self.center, r_scale=r_scale)
 

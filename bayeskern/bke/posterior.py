@@ -1,5 +1,6 @@
 """Closed-form BKE posterior of the embedding and of the two-sample witness function."""
 
+from collections.abc import Mapping
 from functools import partial
 
 import jax
@@ -7,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
-from .._validation import as_points, check_positive, is_concrete
+from .._validation import as_points, as_real_array, check_positive, is_concrete
 from ..fitted import fitted
 from ..kernels.base import Kernel
 from ..kernels.blockwise import kernel_row_sums
@@ -22,10 +23,15 @@ _NEG_VAR_TOL = 1e-10
 
 @fitted
 class EmbeddingPosterior:
-    """Gaussian posterior of mu_theta given the empirical embedding at locations T (eqs. 7–8).
+    """Gaussian posterior of mu_theta given the empirical embedding at locations T (Flaxman et al. 2016, eqs. 7-8).
 
-    prior_cov: r_theta; T: (p, D) conditioning locations; chol: Cholesky factor of
-    A = R_TT + tau2/n I (p, p); alpha: A^{-1} y (p,). Predictions at s points cost O(p^2 s).
+    Predictions at s points cost O(p^2 s).
+
+    Attributes:
+        prior_cov: the prior covariance kernel r_theta.
+        T: (p, D) conditioning locations.
+        chol: (p, p) Cholesky factor of A = R_TT + tau2/n I.
+        alpha: (p,) A^{-1} y, y the empirical embedding at T.
     """
 
     prior_cov: Kernel
@@ -34,28 +40,77 @@ class EmbeddingPosterior:
     alpha: jax.Array
 
     def mean(self, Xs):
-        """Posterior mean R_*T alpha at Xs (s, D): (s,)."""
+        """Posterior mean R_*T alpha.
+
+        Args:
+            Xs: (s, D) query points.
+
+        Returns:
+            (s,) array.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension.
+        """
         return self.prior_cov.cross(Xs, self.T) @ self.alpha
 
     def _whitened_cross(self, Xs):
         return whiten(self.chol, self.prior_cov.cross(self.T, Xs))
 
     def var(self, Xs):
-        """Pointwise posterior variance r(x, x) - ||L^{-1} R_T*||^2 at Xs: (s,)."""
+        """Pointwise posterior variance r(x, x) - ||L^{-1} R_T*||^2.
+
+        Args:
+            Xs: (s, D) query points.
+
+        Returns:
+            (s,) array, >= 0.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension.
+            ArithmeticError: for a variance clearly below zero (a numerically unstable R_TT).
+        """
         prior = self.prior_cov.diag(Xs)
         v = prior - jnp.sum(self._whitened_cross(Xs) ** 2, axis=0)
         _check_variances(v, prior)
         return jnp.maximum(v, 0.0)
 
     def cov(self, Xs):
-        """Joint posterior covariance R_** - V^T V at Xs: (s, s)."""
+        """Joint posterior covariance R_** - V^T V.
+
+        Args:
+            Xs: (s, D) query points.
+
+        Returns:
+            (s, s) symmetric array.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension.
+            ArithmeticError: for a variance clearly below zero (a numerically unstable R_TT).
+        """
         V = self._whitened_cross(Xs)
         C = self.prior_cov.gram(Xs) - V.T @ V
         _check_variances(jnp.diag(C), self.prior_cov.diag(Xs))
         return 0.5 * (C + C.T)
 
     def sample(self, key, Xs, n_draws: int = 1):
-        """Joint posterior draws of mu(Xs): (n_draws, s), via chol(C + 1e-10 max diag C I)."""
+        """Joint posterior draws of mu at query points, via the Cholesky factor of C + 1e-10 max(diag C) I.
+
+        Args:
+            key: PRNG key.
+            Xs: (s, D) query points.
+            n_draws: number of draws.
+
+        Returns:
+            (n_draws, s) array.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension.
+            CholeskyError: when the posterior covariance cannot be factorised.
+        """
         m, C = self.mean(Xs), self.cov(Xs)
         L = cholesky(C + 1e-10 * jnp.max(jnp.diag(C)) * jnp.eye(C.shape[0]), what="posterior covariance")
         return m + jax.random.normal(key, (n_draws, m.shape[0])) @ L.T
@@ -101,10 +156,18 @@ def embedding_posterior(X, kernel: Kernel, tau2=1.0, *, T=None, prior_cov: Kerne
 
 @fitted
 class WitnessPosterior:
-    """Posterior of the witness mu_P - mu_Q on a grid (G points).
+    """Posterior of the witness mu_P - mu_Q on a grid of G points.
 
-    draws: (S, G) posterior draws (None for fixed hyperparameters, where the posterior
-    is the exact Gaussian N(mean, cov)); mean: (G,); lower/upper: pointwise band (G,).
+    Attributes:
+        grid: (G, D) the grid.
+        mean: (G,) posterior mean.
+        lower: (G,) lower end of the pointwise band.
+        upper: (G,) upper end of the pointwise band.
+        band: the band's probability mass.
+        draws: (S, G) posterior draws over hyperparameter draws; None for fixed hyperparameters.
+        cov: (G, G) the exact Gaussian covariance for fixed hyperparameters; None with draws.
+        excludes_zero: (G,) bool, where the band lies entirely above or below 0.
+        fraction_excluding_zero: the share of the grid where it does.
     """
 
     grid: np.ndarray
@@ -122,6 +185,7 @@ class WitnessPosterior:
 
     @property
     def fraction_excluding_zero(self) -> float:
+        """The share of grid points whose band excludes 0."""
         return float(np.mean(self.excludes_zero))
 
 
@@ -183,24 +247,52 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
         raise ValueError("hyper_draws need a PRNG key (key=...) for the embedding draws")
     if prior_cov is not None:
         raise ValueError("prior_cov applies to fixed hyperparameters only; with hyper_draws r_theta follows each draw")
-    if make_kernel is None:
-        if "lengthscale" not in hyper_draws:
-            raise ValueError(f"hyper_draws need a 'lengthscale' entry (or pass make_kernel), got {sorted(hyper_draws)}")
-        check_positive(tau2, "tau2")
-        make_kernel = partial(_se_kernel_from_draw, tau2=tau2)
-    draws = {name: jnp.asarray(value) for name, value in hyper_draws.items()}
+    default_kernel = make_kernel is None
+    draws = _checked_draws(hyper_draws, positive=("lengthscale", "tau2") if default_kernel else ())
     S = len(next(iter(draws.values())))
+    if default_kernel:  # a module-level make_kernel: the compiled draws are reused by later calls
+        if "lengthscale" not in draws:
+            raise ValueError(f"hyper_draws need a 'lengthscale' entry (or pass make_kernel), got {sorted(draws)}")
+        draws.setdefault("tau2", jnp.full(S, check_positive(tau2, "tau2"), dtype=draws["lengthscale"].dtype))
+        make_kernel = _se_kernel_from_draw
     XP, XQ = as_points(XP, "XP"), as_points(XQ, "XQ")
     out = np.asarray(_witness_draws(make_kernel, draws, XP, XQ, grid, jax.random.split(key, S)))
-    if not np.all(np.isfinite(out)):
-        raise ArithmeticError(f"{int(np.sum(~np.isfinite(out).all(1)))} witness draw(s) are not finite: a posterior "
-                              "covariance could not be factorised for some hyperparameter draw")
+    failed = np.flatnonzero(~np.isfinite(out).all(1))
+    if failed.size:
+        raise ArithmeticError(f"{failed.size} of {S} witness draws are not finite (hyper_draws at draws "
+                              f"{failed[:10].tolist()}): a posterior covariance could not be factorised there")
     return WitnessPosterior(np.asarray(grid), out.mean(0), np.quantile(out, lo_q, axis=0),
                             np.quantile(out, hi_q, axis=0), band, out, None)
 
 
-def _se_kernel_from_draw(draw, tau2):
-    return RBF(draw["lengthscale"]), draw.get("tau2", tau2)
+def _checked_draws(hyper_draws, positive):
+    """``hyper_draws`` as a dict of float arrays with one common leading length S >= 1, every value finite and the
+    entries named in ``positive`` > 0; errors name the entry and the offending draws."""
+    if not isinstance(hyper_draws, Mapping) or not hyper_draws:
+        raise TypeError(f"hyper_draws must be a non-empty dict of arrays with leading dimension S, got {hyper_draws!r}")
+    draws, lengths = {}, set()
+    for name, value in hyper_draws.items():
+        what = f"hyper_draws[{name!r}]"
+        value = as_real_array(value, what)
+        if value.ndim == 0 or value.shape[0] == 0:
+            raise ValueError(f"{what} must hold S >= 1 draws along its first axis, got shape {value.shape}")
+        flat = np.asarray(value).reshape(value.shape[0], -1)
+        bad = ~np.isfinite(flat).all(1) | ((flat <= 0).any(1) if name in positive else False)
+        if bad.any():
+            kind = "non-finite or non-positive" if name in positive else "non-finite"
+            raise ValueError(f"{what} holds {int(bad.sum())} {kind} draw(s) (at draws "
+                             f"{np.flatnonzero(bad)[:10].tolist()}); each draw must be finite"
+                             f"{' and > 0' if name in positive else ''}")
+        draws[name] = value
+        lengths.add(value.shape[0])
+    if len(lengths) > 1:
+        raise ValueError(f"hyper_draws entries must share their number of draws S, got "
+                         f"{ {name: int(value.shape[0]) for name, value in draws.items()} }")
+    return draws
+
+
+def _se_kernel_from_draw(draw):
+    return RBF(draw["lengthscale"]), draw["tau2"]
 
 
 @partial(jax.jit, static_argnums=0)

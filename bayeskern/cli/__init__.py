@@ -1,10 +1,4 @@
-"""The ``bayeskern`` command line: one subcommand per main job (``bayeskern --help``, ``bayeskern CMD --help``).
-
-demo, two-sample (MMD + BKL + witness posterior), independence (HSIC), filter (kernel Bayes filter, optional NUTS
-over its hyperparameters), compress (conditional distribution compression), jdl (joint distribution learning).
-Inputs are CSV or NPY tables (one point per row); outputs are summary.json, PNG figures, CSV tables, npz fits and
-arviz netCDF posteriors in the ``--out`` folder. Bad files or arguments give one-line errors and exit status 2.
-"""
+"""The ``bayeskern`` command line, as functions: the parser, the entry point and the table reader it uses."""
 
 import argparse
 import sys
@@ -18,6 +12,11 @@ __all__ = ["main", "build_parser", "load_sample", "CLIError"]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the ``bayeskern`` command and its subcommands.
+
+    Returns:
+        argparse.ArgumentParser: each subcommand's namespace carries its ``check``, ``outputs`` and ``run``.
+    """
     parser = argparse.ArgumentParser(
         prog="bayeskern", description="Bayesian kernel embeddings, kernel tests, kernel Bayes filtering, "
         "conditional distribution compression and joint distribution learning on JAX.",
@@ -30,6 +29,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one ``bayeskern`` command: the console script calls it.
+
+    Args:
+        argv: the arguments after ``bayeskern`` (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 when done, 2 for bad files or arguments (one line on stderr), 130 after Ctrl-C (the
+        complete outputs listed on stderr).
+
+    Raises:
+        SystemExit: from argparse, for ``--help``, ``--version`` or arguments it cannot parse.
+    """
     args = build_parser().parse_args(argv)
     import bayeskern as bk
 

@@ -39,7 +39,18 @@ def check(condition: bool, message: str) -> None:
 
 
 def load_sample(path: str, name: str) -> np.ndarray:
-    """Read a sample (n, d) from .npy or .csv/.txt (comma or whitespace separated, optional header row)."""
+    """Read a sample from .npy or .csv/.txt (comma or whitespace separated, optional header row).
+
+    Args:
+        path: the file.
+        name: the argument name that error messages use.
+
+    Returns:
+        (n, d) float array with n >= 2 (a single column becomes d = 1).
+
+    Raises:
+        CLIError: for a missing or unreadable file, fewer than 2 rows, or NaN or inf values.
+    """
     p = Path(path)
     if not p.is_file():
         raise CLIError(f"{name}: no such file: {path}")

@@ -17,10 +17,10 @@ from tqdm.auto import tqdm
 
 from .._config import require_x64
 from .._interrupt import Interrupted, until_interrupted
-from .._validation import check_key, num_points
+from .._validation import check_count, check_key, num_points
 from ..kernels.base import Kernel
 from ..linalg import CholeskyError
-from ..optim import adam, minimise
+from ..optim import adam, minimise, static_partial
 from ..sharding import RowShards
 from ._inputs import check_lambda, check_size, default_kernels, labelled, response_kind, rows_at
 from .herding import herd_gradient, herd_pool
@@ -35,7 +35,18 @@ __all__ = ["jkh", "jkip", "ackh", "ackip", "compression_problem", "CompressionPr
 
 @dataclass(frozen=True)
 class CompressionProblem:
-    """Standardised data, kernels and settings shared by the algorithms. n_classes is None for continuous y."""
+    """Standardised data, kernels and settings shared by the algorithms.
+
+    Attributes:
+        x: (n, d_x) standardised features (or a RowShards).
+        y: (n, d_y) standardised responses or (n,) labels.
+        kernel_x: kernel on standardised features.
+        kernel_y: kernel on standardised responses.
+        standardiser: the map from your units.
+        n_classes: the number of classes for labels; None for continuous responses.
+        blocks: the data cut into blocks.
+        n: the number of pairs.
+    """
 
     x: jax.Array
     y: jax.Array
@@ -47,15 +58,32 @@ class CompressionProblem:
 
     @property
     def n(self) -> int:
+        """The number of pairs."""
         return num_points(self.x)
 
 
 def compression_problem(x, y, *, kernel_x=None, kernel_y=None, response=None, standardise: bool = True,
                         block_size: int = 1024, mesh=None) -> CompressionProblem:
-    """Validate and standardise (x (n, d_x), y (n, d_y) | (n,) labels) and choose default kernels.
+    """Validate and standardise labelled data and choose default kernels: what every algorithm starts from.
 
-    ``mesh``: split every data block's rows over the devices of a 1-D mesh (:func:`bayeskern.sharding.row_mesh`).
-    x and y may instead be :class:`~bayeskern.sharding.RowShards` of the same layout (rows spread over processes).
+    Args:
+        x: (n, d_x) features, or a RowShards (rows spread over processes).
+        y: (n, d_y) responses or (n,) integer labels, paired with x (a RowShards of the same layout when x is).
+        kernel_x: kernel on standardised features (default RBF, median heuristic).
+        kernel_y: kernel on standardised responses (default RBF, median heuristic; Indicator for labels).
+        response: ``"continuous"`` or ``"indicator"`` (default: from kernel_y, then the dtype of y).
+        standardise: standardise columns with the data's mean and s.d.
+        block_size: rows per streamed block.
+        mesh: a 1-D mesh (:func:`bayeskern.sharding.row_mesh`) to split every data block's rows over.
+
+    Returns:
+        CompressionProblem: standardised data, kernels, the standardiser and the data blocks.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for unpaired or non-finite data, negative labels, an unknown response, or a mesh with
+            RowShards.
+        RuntimeError: when float64 is off.
     """
     require_x64("compression")
     kind = response_kind(y, kernel_y, response)
@@ -191,10 +219,11 @@ def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient
     kernel k(x, x') l(y, y'), self term included). Gradient-free by default: O(n |pool|) once, then O(|pool|)
     per step.
 
-    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
-    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
-
     Args:
+        x: (n, d_x) features in your units, or a RowShards (as for :func:`ackip`).
+        y: (n, d_y) responses or (n,) integer labels, paired with x.
+        m: size of the compressed set, 1 <= m < n.
+        key: PRNG key.
         candidates: the pool: ``"data"`` (every data pair), an integer (a random pool of that size, for large n),
             data indices, or arrays ``(x_pool, y_pool)``.
         replace: allow a pool pair to be chosen twice.
@@ -204,11 +233,19 @@ def jkh(x, y, m: int, *, key, candidates="data", replace: bool = False, gradient
         optimizer: optax transformation for ``gradient=True`` (default Adam, learning rate 1e-2).
         lam_c: ridge of the result's conditional mean embedding (only used by its read-outs; JKH targets the joint
             law); tuned at size m if None.
+        kernel_x: kernel on standardised features (default RBF, median heuristic).
+        kernel_y: kernel on standardised responses (default RBF, median heuristic; Indicator for labels).
+        response: ``"continuous"`` or ``"indicator"`` (default: from kernel_y, then the dtype of y).
+        standardise: standardise columns with the data's mean and s.d.
+        block_size: rows per streamed block.
+        progress_bar: show progress on stderr.
+        mesh: a device mesh to shard the data rows over.
 
     Returns:
         CompressionResult: the herded set; ``indices`` gives the pool positions chosen.
 
     Raises:
+        TypeError: for a key that is not a PRNG key, or counts that are not integers.
         ValueError: for invalid sizes or pools, unpaired or non-finite inputs.
         RuntimeError: when float64 is off.
 
@@ -236,10 +273,11 @@ def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = Fa
     (t + 1) lam_C. Gradient-free by default: every pool candidate is scored at once by a Schur complement,
     O(|pool| n t) per step (pass a pool size for large n).
 
-    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
-    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
-
     Args:
+        x: (n, d_x) features in your units, or a RowShards (as for :func:`ackip`).
+        y: (n, d_y) responses or (n,) integer labels, paired with x.
+        m: size of the compressed set, 1 <= m < n.
+        key: PRNG key.
         lam_c: ridge of the compressed set's conditional mean embedding; tuned at size m if None.
         candidates: the pool, as in :func:`jkh`.
         replace: allow a pool pair to be chosen twice.
@@ -247,11 +285,19 @@ def ackh(x, y, m: int, *, key, lam_c=None, candidates="data", replace: bool = Fa
             ``steps_per_point`` optimiser steps, O(n t^2) each.
         steps_per_point: optimiser steps per pair with ``gradient=True``.
         optimizer: optax transformation for ``gradient=True`` (default Adam, learning rate 1e-2).
+        kernel_x: kernel on standardised features (default RBF, median heuristic).
+        kernel_y: kernel on standardised responses (default RBF, median heuristic; Indicator for labels).
+        response: ``"continuous"`` or ``"indicator"`` (default: from kernel_y, then the dtype of y).
+        standardise: standardise columns with the data's mean and s.d.
+        block_size: rows per streamed block.
+        progress_bar: show progress on stderr.
+        mesh: a device mesh to shard the data rows over.
 
     Returns:
         CompressionResult: the herded set; ``indices`` gives the pool positions chosen.
 
     Raises:
+        TypeError: for a key that is not a PRNG key, or counts that are not integers.
         ValueError: for invalid sizes or pools, unpaired or non-finite inputs.
         RuntimeError: when float64 is off.
     """
@@ -301,6 +347,7 @@ def _loss_value(loss, params, labels, context, key):
 def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, key, kernel_x, kernel_y, response,
          standardise, block_size, tol, progress_bar, mesh=None):
     check_key(key)
+    n_init = check_count(n_init, "n_init")
     start = time.perf_counter()
     problem = compression_problem(x, y, kernel_x=kernel_x, kernel_y=kernel_y, response=response,
                                   standardise=standardise, block_size=block_size, mesh=mesh)
@@ -311,12 +358,12 @@ def _kip(method, x, y, m, *, lam_c, num_steps, n_init, optimizer, batch_size, ke
     lam = _lambda_c(problem, lam_c, m, k_lam)
     context = (problem.x, problem.y, problem.blocks, problem.kernel_x, problem.kernel_y, jnp.asarray(lam))
     timings = {"select_lambda": time.perf_counter() - start}
-    full_loss = partial(_data_loss, method, batch_size=None)
+    full_loss = static_partial(_data_loss, method, batch_size=None)
     params, labels = _best_subset(full_loss, problem, m, n_init, k_init, context)
     discrete = problem.n_classes is not None
-    sweep = partial(_data_sweep, method, problem.n_classes) if discrete else None
+    sweep = static_partial(_data_sweep, method, problem.n_classes) if discrete else None
     fitted, finished = until_interrupted(lambda: minimise(
-        partial(_data_loss, method, batch_size=batch_size), params, optimizer or adam(0.01), num_steps=num_steps,
+        static_partial(_data_loss, method, batch_size=batch_size), params, optimizer or adam(0.01), num_steps=num_steps,
         data=context, carry=labels, key=k_opt, after_round=sweep, steps_per_round=10 if discrete else 50, tol=tol,
         progress_bar=progress_bar, description=method.upper()))
     params, labels, trace = fitted.params, fitted.carry, fitted.trace
@@ -339,10 +386,11 @@ def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimize
     subsets, with optimiser steps (Adam, learning rate 1e-2, by default); O((n m + m^2) d) per step, streamed over
     data blocks. Discrete responses alternate 10 feature steps with a greedy label sweep.
 
-    The data arguments ``x``, ``y``, ``m``, ``key`` and the options ``kernel_x``, ``kernel_y``, ``response``,
-    ``standardise``, ``block_size``, ``progress_bar``, ``mesh`` are those of :func:`ackip`.
-
     Args:
+        x: (n, d_x) features in your units, or a RowShards (as for :func:`ackip`).
+        y: (n, d_y) responses or (n,) integer labels, paired with x.
+        m: size of the compressed set, 1 <= m < n.
+        key: PRNG key.
         num_steps: optimiser steps.
         n_init: random subsets tried for the start.
         optimizer: an optax transformation.
@@ -350,11 +398,19 @@ def jkip(x, y, m: int, *, key, num_steps: int = 1000, n_init: int = 10, optimize
         lam_c: ridge of the result's conditional mean embedding (only used by its read-outs); tuned at size m if
             None.
         tol: stop once the objective changes by at most ``tol`` (relative) over a round of steps.
+        kernel_x: kernel on standardised features (default RBF, median heuristic).
+        kernel_y: kernel on standardised responses (default RBF, median heuristic; Indicator for labels).
+        response: ``"continuous"`` or ``"indicator"`` (default: from kernel_y, then the dtype of y).
+        standardise: standardise columns with the data's mean and s.d.
+        block_size: rows per streamed block.
+        progress_bar: show progress on stderr.
+        mesh: a device mesh to shard the data rows over.
 
     Returns:
         CompressionResult: the optimised set; its objective trace ends with the full-data J of the returned set.
 
     Raises:
+        TypeError: for a key that is not a PRNG key, or counts that are not integers.
         ValueError: for invalid sizes, unpaired or non-finite inputs.
         RuntimeError: when float64 is off.
     """
@@ -399,6 +455,7 @@ def ackip(x, y, m: int, *, key, lam_c=None, num_steps: int = 1000, n_init: int =
         kernels, ``lam_c`` and the objective trace; ``conditional_expectation`` reads it out.
 
     Raises:
+        TypeError: for a key that is not a PRNG key, or counts that are not integers.
         ValueError: for invalid sizes, unpaired or non-finite inputs, or too few data to tune lam_c.
         RuntimeError: when float64 is off.
 

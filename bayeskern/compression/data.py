@@ -15,7 +15,19 @@ __all__ = ["heteroscedastic", "heteroscedastic_truth", "heteroscedastic_truth_st
 
 
 def heteroscedastic(n: int, key):
-    """X ~ U(-3, 3), Y = X sin(3X) + (0.1 + 0.5|X|) eps: x (n, 1), y (n, 1)."""
+    """X ~ U(-3, 3), Y = X sin(3X) + (0.1 + 0.5|X|) eps, eps ~ N(0, 1).
+
+    Args:
+        n: number of pairs.
+        key: PRNG key.
+
+    Returns:
+        (x, y), each (n, 1).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or n not an integer.
+        ValueError: for n below 1.
+    """
     check_key(key)
     n = check_count(n, "n")
     kx, ke = jax.random.split(key)
@@ -25,13 +37,36 @@ def heteroscedastic(n: int, key):
 
 
 def heteroscedastic_truth(x):
-    """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic` (user's units): two (N,) arrays."""
+    """Conditional mean and s.d. of Y | X = x for :func:`heteroscedastic`, in the data's units.
+
+    Args:
+        x: (N,) features.
+
+    Returns:
+        (mean, sd), two (N,) arrays.
+
+    Raises:
+        TypeError: for x that is not real numbers.
+        ValueError: for non-finite x.
+    """
     x = as_finite_array(x, "x")
     return x * jnp.sin(3.0 * x), 0.1 + 0.5 * jnp.abs(x)
 
 
 def heteroscedastic_truth_standardised(x_std, standardiser):
-    """Mean and s.d. of the standardised Y given standardised features x_std (N,) (d_x = d_y = 1)."""
+    """Mean and s.d. of the standardised Y given standardised features (d_x = d_y = 1).
+
+    Args:
+        x_std: (N,) standardised features.
+        standardiser: the :class:`~bayeskern.compression.Standardiser` fitted to the continuous data.
+
+    Returns:
+        (mean, sd), two (N,) arrays in standardised units.
+
+    Raises:
+        TypeError: for a standardiser that is not one fitted to continuous responses.
+        ValueError: for non-finite x_std.
+    """
     _check_standardiser(standardiser)
     x = as_finite_array(x_std, "x_std") * standardiser.x_scale[0] + standardiser.x_mean[0]
     mean, sd = heteroscedastic_truth(x)
@@ -39,8 +74,20 @@ def heteroscedastic_truth_standardised(x_std, standardiser):
 
 
 def heteroscedastic_quadrature(standardiser, n_nodes: int = 400):
-    """Gauss-Legendre quadrature of X ~ U(-3, 3) in standardised units with the truth there: (nodes (Q, 1),
-    weights (Q,) summing to 1, mean (Q,), sd (Q,)), the arguments of :func:`amcmd2_gaussian_truth`."""
+    """Gauss-Legendre quadrature of X ~ U(-3, 3) in standardised units, with the true conditional law there.
+
+    Args:
+        standardiser: the Standardiser fitted to the continuous data.
+        n_nodes: quadrature nodes Q.
+
+    Returns:
+        (nodes (Q, 1), weights (Q,) summing to 1, mean (Q,), sd (Q,)): the arguments of
+        :func:`~bayeskern.compression.amcmd2_gaussian_truth`.
+
+    Raises:
+        TypeError: for a standardiser that is not one fitted to continuous responses, or n_nodes not an integer.
+        ValueError: for n_nodes below 1.
+    """
     _check_standardiser(standardiser)
     nodes, weights = np.polynomial.legendre.leggauss(check_count(n_nodes, "n_nodes"))
     x_std = standardiser.transform_x(3.0 * nodes[:, None])
@@ -53,8 +100,19 @@ _IMBALANCED_TARGET = np.array([0.32, 0.12, 0.19, 0.37])
 def imbalanced(n: int, seed: int = 0):
     """The 4-class imbalanced stand-in: x (n, 2) from a 100-component mixture, y ~ Categorical(softmax(Wx + b)).
 
-    Returns (x, y, probabilities (n, 4)): the true class probabilities at each x. Parameters are drawn with
-    ``numpy.random.default_rng(seed)`` in a fixed order; b is calibrated to marginals (0.32, 0.12, 0.19, 0.37).
+    Parameters are drawn with ``numpy.random.default_rng(seed)`` in a fixed order; b is calibrated to the class
+    marginals (0.32, 0.12, 0.19, 0.37).
+
+    Args:
+        n: number of points.
+        seed: the seed of the parameters and the draws.
+
+    Returns:
+        (x (n, 2), y (n,) labels in 0..3, probabilities (n, 4)): the true class probabilities at each x.
+
+    Raises:
+        TypeError: for n not an integer.
+        ValueError: for n below 1.
     """
     n = check_count(n, "n")
     r = np.random.default_rng(seed)
@@ -106,7 +164,20 @@ TEST_FUNCTIONS = {
 
 
 def gaussian_expectation(name: str, mu, tau):
-    """Closed-form E h(Y) for Y ~ N(mu, tau^2) and the test function ``name`` of :data:`TEST_FUNCTIONS`."""
+    """Closed-form E h(Y) for Y ~ N(mu, tau^2) and the test function ``name`` of :data:`TEST_FUNCTIONS`.
+
+    Args:
+        name: a key of TEST_FUNCTIONS.
+        mu: means, any shape.
+        tau: standard deviations, broadcastable against mu.
+
+    Returns:
+        Array of E h(Y), the broadcast shape.
+
+    Raises:
+        TypeError: for mu or tau that are not real numbers.
+        ValueError: for an unknown name or non-finite mu or tau.
+    """
     if name not in TEST_FUNCTIONS:
         raise ValueError(f"name must be one of {sorted(TEST_FUNCTIONS)}, got {name!r}")
     mu, tau = as_finite_array(mu, "mu"), as_finite_array(tau, "tau")
@@ -114,7 +185,22 @@ def gaussian_expectation(name: str, mu, tau):
 
 
 def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
-    """Random 80/10/10 (default) split: ((x, y) train, (x, y) validation, (x, y) test)."""
+    """Random train / validation / test split (80/10/10 by default).
+
+    Args:
+        x: (n, ...) features.
+        y: (n, ...) responses, row i paired with x[i].
+        key: PRNG key of the permutation.
+        val: share of validation rows, in [0, 1).
+        test: share of test rows, in [0, 1).
+
+    Returns:
+        ((x, y) train, (x, y) validation, (x, y) test), NumPy arrays.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or data that are not real numbers.
+        ValueError: for non-finite or unpaired data, shares outside [0, 1) or val + test >= 1.
+    """
     check_key(key)
     x, y = as_finite_array(x, "x"), as_finite_array(y, "y")
     if x.ndim == 0 or y.ndim == 0 or x.shape[0] != y.shape[0]:
@@ -133,8 +219,19 @@ def train_val_test_split(x, y, key, val: float = 0.1, test: float = 0.1):
 
 
 def sklearn_dataset(name: str):
-    """A data set bundled with scikit-learn (optional extra; no network): 'digits' (stand-in for MNIST),
-    'diabetes' (for superconductivity), 'iris', 'wine', 'breast_cancer'. Returns (x (n, d), y)."""
+    """A data set bundled with scikit-learn (the ``examples`` extra; no network).
+
+    Args:
+        name: ``"digits"`` (the stand-in for MNIST), ``"diabetes"`` (for superconductivity), ``"iris"``,
+            ``"wine"`` or ``"breast_cancer"``.
+
+    Returns:
+        (x (n, d) float array, y): integer labels (n,), or (n, 1) float responses for diabetes.
+
+    Raises:
+        ValueError: for an unknown name.
+        ImportError: without scikit-learn.
+    """
     names = ("digits", "diabetes", "iris", "wine", "breast_cancer")
     if name not in names:
         raise ValueError(f"name must be one of {names}, got {name!r}")

@@ -5,7 +5,6 @@ JKIP/ACKIP objectives, which need no data at all (O(m^3) per evaluation).
 """
 
 from dataclasses import dataclass, field
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +13,7 @@ import numpy as np
 from .._validation import as_finite_array, as_real_array, check_count, check_key, check_positive, is_concrete
 from ..kernels import RBF
 from ..linalg.dense import cho_solve_unchecked
-from ..optim import adam, minimise
+from ..optim import adam, minimise, static_partial
 from .objectives import compressed_factor
 
 __all__ = ["GaussianSetting", "feature_expectation", "joint_expectation", "conditional_self_term", "joint_constant",
@@ -24,7 +23,23 @@ __all__ = ["GaussianSetting", "feature_expectation", "joint_expectation", "condi
 @jax.tree_util.register_dataclass
 @dataclass(frozen=True)
 class GaussianSetting:
-    """Model and kernel parameters; defaults (d = 1, s_x = 1, a = 1.5, b = 0, s = 0.5, l = 1)."""
+    """The model X ~ N(0, s_x^2 I_d), Y | x ~ N(a.x + b, s^2) with RBF kernels; defaults d = 1, s_x = 1, a = 1.5,
+    b = 0, s = 0.5, l = 1.
+
+    Attributes:
+        a: (d,) regression coefficients.
+        b: intercept.
+        sigma: noise sd s > 0.
+        sigma_x: feature sd s_x > 0.
+        ell_x: lengthscale of the feature kernel.
+        ell_y: lengthscale of the response kernel.
+        d: the feature dimension.
+        kernels: (RBF(ell_x), RBF(ell_y)).
+
+    Raises:
+        TypeError: for parameters that are not real numbers.
+        ValueError: for non-finite parameters, a that is not a non-empty vector, or scales that are not positive.
+    """
 
     a: jax.Array = field(default_factory=lambda: jnp.array([1.5]))
     b: float = 0.0
@@ -46,15 +61,30 @@ class GaussianSetting:
 
     @property
     def d(self) -> int:
+        """The feature dimension."""
         return self.a.shape[0]
 
     @property
     def kernels(self):
+        """(RBF(ell_x), RBF(ell_y)), the kernels on features and responses."""
         return RBF(self.ell_x), RBF(self.ell_y)
 
 
 def sample(setting: GaussianSetting, n: int, key):
-    """n draws (x (n, d), y (n, 1)) from the model."""
+    """Draws from the model.
+
+    Args:
+        setting: the :class:`GaussianSetting`.
+        n: number of pairs.
+        key: PRNG key.
+
+    Returns:
+        (x (n, d), y (n, 1)).
+
+    Raises:
+        TypeError: for n not an integer or a key that is not a PRNG key.
+        ValueError: for n below 1.
+    """
     n, key = check_count(n, "n"), check_key(key)
     kx, ky = jax.random.split(key)
     x = setting.sigma_x * jax.random.normal(kx, (n, setting.d))
@@ -63,7 +93,21 @@ def sample(setting: GaussianSetting, n: int, key):
 
 
 def feature_expectation(setting: GaussianSetting, cx, cx2, sigma_nu=None):
-    """(E1) M(x~, x~') = E_x[k(x~, x) k(x, x~')] with x ~ N(0, s^2 I), s = sigma_nu or sigma_x: (m, m')."""
+    """M(x~, x~') = E_x[k(x~, x) k(x, x~')] with x ~ N(0, s^2 I), s = sigma_nu or sigma_x (Broadbent et al. 2025, E1).
+
+    Args:
+        setting: the :class:`GaussianSetting`.
+        cx: (m, d) points.
+        cx2: (m', d) points.
+        sigma_nu: sd of the averaging law nu = N(0, sigma_nu^2 I) (default sigma_x: nu = P_X).
+
+    Returns:
+        (m, m') array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     cx, cx2 = _points(cx, "cx", setting), _points(cx2, "cx2", setting)
     s2 = (setting.sigma_x if sigma_nu is None else sigma_nu) ** 2
     l2 = setting.ell_x**2
@@ -73,7 +117,21 @@ def feature_expectation(setting: GaussianSetting, cx, cx2, sigma_nu=None):
 
 
 def joint_expectation(setting: GaussianSetting, x, y, sigma_nu=None):
-    """(E2) Gamma(x~, y~) = E[k(x~, X) l(y~, Y)] with X ~ N(0, s^2 I), Y | X from the model: (p,) for x (p, d), y (p,)."""
+    """Gamma(x~, y~) = E[k(x~, X) l(y~, Y)] with X ~ N(0, s^2 I), Y | X from the model (Broadbent et al. 2025, E2).
+
+    Args:
+        setting: the :class:`GaussianSetting`.
+        x: (p, d) feature points x~.
+        y: (p,) response points y~, paired with x.
+        sigma_nu: sd of the averaging law nu = N(0, sigma_nu^2 I) (default sigma_x: nu = P_X).
+
+    Returns:
+        (p,) array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     x, y = _points(x, "x", setting), _responses(y, "y", x.shape[0])
     s2 = (setting.sigma_x if sigma_nu is None else sigma_nu) ** 2
     l2, ly2 = setting.ell_x**2, setting.ell_y**2
@@ -85,13 +143,34 @@ def joint_expectation(setting: GaussianSetting, x, y, sigma_nu=None):
 
 
 def conditional_self_term(setting: GaussianSetting):
-    """(E3) c* = E_x ||mu_{Y|X=x}||^2 = l_y / sqrt(l_y^2 + 2 s^2)."""
+    """c* = E_x ||mu_{Y|X=x}||^2 = l_y / sqrt(l_y^2 + 2 s^2) (Broadbent et al. 2025, E3).
+
+    Args:
+        setting: the :class:`GaussianSetting`.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for a setting that is not a GaussianSetting.
+    """
     _check_setting(setting)
     return setting.ell_y / jnp.sqrt(setting.ell_y**2 + 2 * setting.sigma**2)
 
 
 def joint_constant(setting: GaussianSetting):
-    """(E4) E[k(X, X') l(Y, Y')] for independent draws from the model (the JMMD data-data term)."""
+    """E[k(X, X') l(Y, Y')] for independent draws from the model: the JMMD data-data term (Broadbent et al. 2025,
+    E4).
+
+    Args:
+        setting: the :class:`GaussianSetting`.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for a setting that is not a GaussianSetting.
+    """
     _check_setting(setting)
     l2, ly2, s2 = setting.ell_x**2, setting.ell_y**2, setting.sigma_x**2
     D2 = ly2 + 2 * setting.sigma**2 + 2 * s2 * l2 * jnp.dot(setting.a, setting.a) / (l2 + 2 * s2)
@@ -99,7 +178,23 @@ def joint_constant(setting: GaussianSetting):
 
 
 def exact_ackip_objective(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
-    """F_exact = tr(L_CC W M W) - 2 sum(W o H), H_jj' = Gamma(x~_j', y~_j), W = (K_CC + m lam_C I)^{-1}."""
+    """F_exact = tr(L_CC W M W) - 2 sum(W o H), H_jj' = Gamma(x~_j', y~_j), W = (K_CC + m lam_C I)^{-1}: the ACKIP
+    objective against the exact law.
+
+    Args:
+        cx: (m, d) compressed features.
+        cy: (m,) or (m, 1) compressed responses.
+        setting: the :class:`GaussianSetting`.
+        lam_c: ridge lam_C > 0.
+        sigma_nu: sd of the averaging law nu = N(0, sigma_nu^2 I) (default sigma_x: nu = P_X).
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     cx = _points(cx, "cx", setting)
     cy, m = _responses(cy, "cy", cx.shape[0]), cx.shape[0]
     check_positive(lam_c, "lam_c")
@@ -114,12 +209,40 @@ def exact_ackip_objective(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None
 
 
 def exact_amcmd2(cx, cy, setting: GaussianSetting, lam_c, sigma_nu=None):
-    """AMCMD^2(P, C; nu) against the true conditional family, nu = N(0, sigma_nu^2 I) (default P_X): >= 0."""
+    """AMCMD^2(P, C; nu) of a compressed set against the true conditional family: c* + F_exact, >= 0.
+
+    Args:
+        cx: (m, d) compressed features.
+        cy: (m,) or (m, 1) compressed responses.
+        setting: the :class:`GaussianSetting`.
+        lam_c: ridge lam_C > 0.
+        sigma_nu: sd of the averaging law nu = N(0, sigma_nu^2 I) (default sigma_x: nu = P_X).
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     return conditional_self_term(setting) + exact_ackip_objective(cx, cy, setting, lam_c, sigma_nu)
 
 
 def exact_jkip_objective(cx, cy, setting: GaussianSetting):
-    """J_exact = sum(K_CC o L_CC) / m^2 - (2/m) sum_j Gamma(x~_j, y~_j); JMMD^2 = J_exact + joint_constant."""
+    """J_exact = sum(K_CC o L_CC) / m^2 - (2/m) sum_j Gamma(x~_j, y~_j); JMMD^2 = J_exact + :func:`joint_constant`.
+
+    Args:
+        cx: (m, d) compressed features.
+        cy: (m,) or (m, 1) compressed responses.
+        setting: the :class:`GaussianSetting`.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     cx = _points(cx, "cx", setting)
     cy, m = _responses(cy, "cy", cx.shape[0]), cx.shape[0]
     kx, ky = setting.kernels
@@ -129,7 +252,23 @@ def exact_jkip_objective(cx, cy, setting: GaussianSetting):
 
 
 def exact_herding_score(x, y, cx, cy, row_mask, setting: GaussianSetting):
-    """s_t^exact(z) = Gamma(x, y) - (sum_s kappa(z, z_s) + 1/2) / (t + 1) for one candidate (x (d,), y scalar)."""
+    """The exact joint-herding score s_t(z) = Gamma(x, y) - (sum_s kappa(z, z_s) + 1/2) / (t + 1) of one candidate.
+
+    Args:
+        x: (d,) the candidate's features.
+        y: its scalar response.
+        cx: (m, d) slots of the set so far.
+        cy: (m,) or (m, 1) their responses.
+        row_mask: (m,) bool, the t slots already chosen.
+        setting: the :class:`GaussianSetting`.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for points that are not real numbers.
+        ValueError: for non-finite points or points of another dimension than the setting's.
+    """
     x = as_finite_array(x, "x")
     if x.shape != (setting.d,):
         raise ValueError(f"x must be one candidate of shape ({setting.d},), got {x.shape}")
@@ -152,7 +291,22 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
               optimizer=None, tol: float = 1e-9):
     """JKIP or ACKIP against the exact law (no data): minimise J_exact or F_exact from one draw of m pairs.
 
-    Returns (cx (m, d), cy (m, 1), objective trace).
+    Args:
+        setting: the :class:`GaussianSetting`.
+        m: size of the set.
+        method: ``"jkip"`` or ``"ackip"``.
+        key: PRNG key of the starting draw.
+        lam_c: ridge lam_C > 0 (ACKIP).
+        num_steps: optimiser steps.
+        optimizer: an optax transformation (default Adam, learning rate 1e-2).
+        tol: stop once the objective changes by at most this (relative) over 50 steps.
+
+    Returns:
+        (cx (m, d), cy (m, 1), objective trace).
+
+    Raises:
+        TypeError: for m not an integer or a key that is not a PRNG key.
+        ValueError: for an unknown method, m below 1 or lam_c not positive.
     """
     if method not in ("jkip", "ackip"):
         raise ValueError(f"method must be 'jkip' or 'ackip', got {method!r}")
@@ -160,7 +314,7 @@ def exact_kip(setting: GaussianSetting, m: int, *, method: str, key, lam_c=1e-3,
     check_positive(lam_c, "lam_c")
     k_init, k_opt = jax.random.split(key)
     params = sample(setting, m, k_init)
-    fitted = minimise(partial(_exact_loss, method), params, optimizer or adam(0.01), num_steps=num_steps,
+    fitted = minimise(static_partial(_exact_loss, method), params, optimizer or adam(0.01), num_steps=num_steps,
                       data=(setting, jnp.asarray(lam_c)), key=k_opt, steps_per_round=50, tol=tol)
     cx, cy = fitted.params
     return cx, cy, fitted.trace

@@ -53,6 +53,10 @@ def conditional_expectation(h_values, weights):
 
     Returns:
         (N,) or (N, k) array.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs or h_values with another number of rows than the weights.
     """
     weights = as_matrix(weights, "weights")
     h_values = as_finite_array(h_values, "h_values")
@@ -75,6 +79,10 @@ def class_probabilities(y_train, weights, n_classes: int):
 
     Returns:
         (N, C) array whose rows are probability vectors.
+
+    Raises:
+        TypeError: for n_classes not an integer or labels that are not whole numbers.
+        ValueError: for non-finite weights or labels outside 0..C-1.
     """
     n_classes = check_count(n_classes, "n_classes")
     y_train = as_labels(y_train, "y_train")
@@ -86,7 +94,26 @@ def class_probabilities(y_train, weights, n_classes: int):
 
 
 def validation_loss(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Kernel, lam):
-    """Mean ||mu_hat(x_v) - l(y_v, .)||^2 over the validation pairs (a Brier-type score for the indicator kernel)."""
+    """Mean ||mu_hat(x_v) - l(y_v, .)||^2 over the validation pairs (a Brier-type score for the indicator kernel).
+
+    Args:
+        x_train: (n, d_x) training features.
+        y_train: (n, d_y) training responses, or (n,) labels.
+        x_val: (N, d_x) validation features.
+        y_val: validation responses or labels, paired with x_val.
+        kernel_x: kernel on features.
+        kernel_y: kernel on responses.
+        lam: ridge > 0 of the training embedding (the system holds n lam).
+
+    Returns:
+        () array, the mean squared RKHS error.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs or lam not positive.
+        ArithmeticError: when K_XX + n lam I cannot be factorised.
+        RuntimeError: when float64 is off.
+    """
     require_x64("validation_loss")
     lam = check_lambda(lam, "lam")
     x_train, x_val = as_points(x_train, "x_train"), as_points(x_val, "x_val")
@@ -102,6 +129,28 @@ def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Ke
     """Two-stage grid search of lambda: validation loss averaged over ``n_subsets`` random training subsets
     of ``size`` points, on the coarse grid, then on ``n_fine`` log-spaced values in [lam*/10, 10 lam*].
     Ties go to the larger lambda. ``size`` = m_max tunes lambda_C; ``size`` = n tunes lambda_P.
+
+    Args:
+        x_train: (n, d_x) training features.
+        y_train: (n, d_y) training responses, or (n,) labels.
+        x_val: (N, d_x) validation features.
+        y_val: validation responses or labels, paired with x_val.
+        kernel_x: kernel on features.
+        kernel_y: kernel on responses (an Indicator kernel for labels).
+        size: points per training subset, in [1, n].
+        key: PRNG key of the subsets.
+        n_subsets: random subsets averaged over (a single subset, all the data, when size = n).
+        coarse: the coarse grid of lambdas.
+        n_fine: values of the fine grid.
+
+    Returns:
+        float, the selected lambda.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for unpaired or non-finite data, mismatched dimensions or size outside [1, n].
+        ArithmeticError: when a validation loss is not finite (a Gram matrix could not be factorised).
+        RuntimeError: when float64 is off.
     """
     require_x64("select_lambda")
     check_key(key)

@@ -93,7 +93,24 @@ def _stacked_quadratic(kernel_y, y, yq, B_p, B_q):
 
 
 def amcmd(p_sample, q_sample, nu_sample, kernel_x: Kernel, kernel_y: Kernel, lam_p, lam_q):
-    """sqrt(max(AMCMD^2, 0)), a metric on conditional families (Theorem 4.1)."""
+    """sqrt(max(AMCMD^2, 0)) of :func:`amcmd2`, a metric on conditional families (Broadbent et al. 2025, Thm 4.1).
+
+    Args:
+        p_sample: ``(x, y)`` of n pairs from P.
+        q_sample: ``(x', y')`` of m pairs from Q.
+        nu_sample: (N, d_x) points of the averaging law nu.
+        kernel_x: kernel on x.
+        kernel_y: kernel on y.
+        lam_p: ridge > 0 of P's embedding.
+        lam_q: ridge > 0 of Q's embedding.
+
+    Returns:
+        Scalar array >= 0.
+
+    Raises:
+        ValueError: for unpaired, non-finite or dimension-mismatched inputs, or non-positive ridges.
+        RuntimeError: when float64 is off.
+    """
     return jnp.sqrt(jnp.maximum(amcmd2(p_sample, q_sample, nu_sample, kernel_x, kernel_y, lam_p, lam_q), 0.0))
 
 
@@ -137,8 +154,25 @@ def amcmd2_gaussian_truth(cset, kernel_x: Kernel, kernel_y, lam_c, nodes, weight
     """AMCMD^2(P, C; nu) against a true family Y | x ~ N(mean(x), sd(x)^2) (scalar Y, RBF ``kernel_y``), by
     quadrature over nu: ``nodes`` (Q, d_x) with ``weights`` (Q,) summing to 1, ``mean`` and ``sd`` (Q,) there.
 
-    Uses the per-x integrals of (E2)/(E3): E l(y~, Y) = l_y / sqrt(l_y^2 + s^2) exp(-(y~ - f)^2 / (2 (l_y^2 + s^2)))
+    Uses the per-x Gaussian integrals E l(y~, Y) = l_y / sqrt(l_y^2 + s^2) exp(-(y~ - f)^2 / (2 (l_y^2 + s^2)))
     and E l(Y, Y') = l_y / sqrt(l_y^2 + 2 s^2). All quantities in the kernels' (standardised) units.
+
+    Args:
+        cset: ``(cx, cy)`` the compressed set, m pairs with scalar responses.
+        kernel_x: kernel on x.
+        kernel_y: an RBF kernel on the scalar y.
+        lam_c: ridge > 0 of the set's embedding.
+        nodes: (Q, d_x) quadrature nodes of nu.
+        weights: (Q,) quadrature weights summing to 1.
+        mean: (Q,) true conditional means at the nodes.
+        sd: (Q,) true conditional standard deviations, > 0.
+
+    Returns:
+        Scalar array, the squared discrepancy.
+
+    Raises:
+        ValueError: for non-finite inputs, arrays of mismatched lengths, sd not positive or lam_c not positive.
+        RuntimeError: when float64 is off.
     """
     cx, cy = _pair(cset, kernel_y, "cset")
     nodes = as_points(nodes, "nodes")

@@ -48,6 +48,19 @@ def data_blocks(x, y, block_size: int = 1024, mesh: Mesh | None = None) -> DataB
     x and y may be :class:`~bayeskern.sharding.RowShards` of the same layout (rows spread over processes): each
     device cuts its own rows into blocks, block t being the t-th block of every device side by side (split by
     rows as with ``mesh``), so nothing moves between processes but the partial sums.
+
+    Args:
+        x: (n, d_x) standardised features, or a RowShards.
+        y: (n, d_y) standardised responses or (n,) labels, paired with x; a RowShards when x is one.
+        block_size: the most rows per block.
+        mesh: optional 1-D "rows" mesh to split every block's rows over.
+
+    Returns:
+        DataBlocks: x (B, b, d_x), y (B, b, ...), mask (B, b) of real rows, and n.
+
+    Raises:
+        TypeError: for data that are not real numbers or block_size not an integer.
+        ValueError: for non-finite or unpaired data or block_size below 1.
     """
     block_size = check_count(block_size, "block_size")
     if isinstance(x, RowShards):
@@ -123,7 +136,22 @@ def _cross_sum(data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, cx, cy, row
 
 
 def jkip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel):
-    """J(C): JMMD^2(D, C) minus the data-data constant."""
+    """J(C): JMMD^2(D, C) minus the data-data constant, streamed over the data blocks (traceable).
+
+    Args:
+        cx: (m, d_x) compressed features.
+        cy: (m, d_y) compressed responses, or (m,) labels.
+        data: the data blocks (:func:`data_blocks`).
+        kernel_x: kernel on features.
+        kernel_y: kernel on responses.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for a set that is not real numbers.
+        ValueError: for a set whose points differ in shape from the data's, or unpaired cx and cy.
+    """
     cx, cy = _compressed_set(cx, cy, data)
     m = cx.shape[0]
     self_term = jnp.sum(kernel_x.evaluate(cx, cx) * kernel_y.evaluate(cy, cy))
@@ -146,8 +174,24 @@ def _gram_sums(data: DataBlocks, kernel_x: Kernel, cx, response, row_mask=None):
 def ackip_objective(cx, cy, data: DataBlocks, kernel_x: Kernel, kernel_y: Kernel, lam_c, row_mask=None):
     """F(C): the in-sample tower KCD^2 minus its constant c_hat, with W = (K_CC + m lam_C I)^{-1}.
 
-    F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed S = K_CX K_XC and T = K_CX L_YC. ``row_mask``
-    restricts C to the marked slots (the ridge is then (number marked) * lam_C).
+    F = (tr(L_CC W S W) - 2 tr(W T)) / n with the streamed S = K_CX K_XC and T = K_CX L_YC (traceable).
+
+    Args:
+        cx: (m, d_x) compressed features.
+        cy: (m, d_y) compressed responses, or (m,) labels.
+        data: the data blocks (:func:`data_blocks`).
+        kernel_x: kernel on features.
+        kernel_y: kernel on responses.
+        lam_c: ridge lam_C > 0.
+        row_mask: optional (m,) bool: restrict C to the marked slots (the ridge is then (number marked) lam_C).
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for a set that is not real numbers.
+        ValueError: for a set whose points differ in shape from the data's, unpaired cx and cy, or lam_c not
+            positive.
     """
     cx, cy = _compressed_set(cx, cy, data)
     check_positive(lam_c, "lam_c")

@@ -15,8 +15,13 @@ __all__ = ["Standardiser", "fit_standardiser"]
 class Standardiser:
     """Affine maps x -> (x - x_mean) / x_scale and, for continuous responses, y -> (y - y_mean) / y_scale.
 
-    x_mean, x_scale: (d_x,); y_mean, y_scale: (d_y,), or None for discrete labels (left as they are).
     A constant column keeps scale 1.
+
+    Attributes:
+        x_mean: (d_x,) feature means.
+        x_scale: (d_x,) feature standard deviations.
+        y_mean: (d_y,) response means, or None for discrete labels (left as they are).
+        y_scale: (d_y,) response standard deviations, or None for labels.
     """
 
     x_mean: jax.Array
@@ -25,27 +30,74 @@ class Standardiser:
     y_scale: jax.Array | None
 
     def transform_x(self, x):
-        """Features (n, d_x) in the user's units -> standardised units (a RowShards stays one)."""
+        """Features in your units -> standardised units.
+
+        Args:
+            x: (n, d_x) features, or a RowShards (which stays one).
+
+        Returns:
+            The standardised features, shaped like x.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite data.
+        """
         if isinstance(x, RowShards):
             return x.with_values(self.transform_x(x.values))
-        return (x - self.x_mean) / self.x_scale
+        return (as_finite_array(x, "x") - self.x_mean) / self.x_scale
 
     def transform(self, x, y):
-        """Data in the user's units -> standardised units."""
+        """Data in your units -> standardised units (labels are left as they are).
+
+        Args:
+            x: (n, d_x) features, or a RowShards.
+            y: (n, d_y) responses or (n,) labels, or a RowShards.
+
+        Returns:
+            (x, y) standardised.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite data.
+        """
         if self.y_mean is None:
             return self.transform_x(x), y
         if isinstance(y, RowShards):
             return self.transform_x(x), y.with_values((y.values - self.y_mean) / self.y_scale)
-        return self.transform_x(x), (y - self.y_mean) / self.y_scale
+        return self.transform_x(x), (as_finite_array(y, "y") - self.y_mean) / self.y_scale
 
     def inverse(self, x, y):
-        """Standardised units -> the user's units."""
-        x = x * self.x_scale + self.x_mean
+        """Standardised units -> your units.
+
+        Args:
+            x: (m, d_x) standardised features.
+            y: (m, d_y) standardised responses, or (m,) labels.
+
+        Returns:
+            (x, y) in your units.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite data.
+        """
+        x = as_finite_array(x, "x") * self.x_scale + self.x_mean
         return x, y if self.y_mean is None else y * self.y_scale + self.y_mean
 
     @classmethod
     def identity(cls, d_x: int, d_y: int | None):
-        """The map that leaves data unchanged (``standardise=False``)."""
+        """The map that leaves data unchanged (``standardise=False``).
+
+        Args:
+            d_x: feature dimension.
+            d_y: response dimension, or None for labels.
+
+        Returns:
+            Standardiser: zero means and unit scales.
+
+        Raises:
+            TypeError: for dimensions that are not integers.
+            ValueError: for negative dimensions.
+        """
         y = (None, None) if d_y is None else (jnp.zeros(d_y), jnp.ones(d_y))
         return cls(jnp.zeros(d_x), jnp.ones(d_x), *y)
 
@@ -69,6 +121,19 @@ def _masked_moments(values, mask):
 
 
 def fit_standardiser(x, y, *, discrete: bool) -> Standardiser:
-    """Column means and standard deviations of training data x (n, d_x) and y (n, d_y) (y ignored if discrete)."""
+    """Column means and standard deviations of training data.
+
+    Args:
+        x: (n, d_x) features, or a RowShards.
+        y: (n, d_y) responses (ignored if discrete), or a RowShards.
+        discrete: whether y holds labels (left unstandardised).
+
+    Returns:
+        Standardiser: the fitted affine maps.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite or empty data, or arrays that are not (n,) or (n, d).
+    """
     y_stats = (None, None) if discrete else _moments(y, "y")
     return Standardiser(*_moments(x, "x"), *y_stats)

@@ -1,8 +1,7 @@
 """Joint distribution learning with adaptive low-rank tensor-product kernels (Filipović et al. 2021).
 
 Pipeline: :func:`bayeskern.linalg.pivoted_cholesky` and :func:`rotate` on each side (:func:`jdl_bases`), the
-separable problem
-(:func:`jdl_problem`), a solver and the fitted :class:`JointDistributionModel` (:func:`fit_jdl`); the
+separable problem (:func:`jdl_problem`), a solver and the fitted :class:`JointDistributionModel` (:func:`fit_jdl`); the
 low-rank CME (:func:`fit_cme`) and kernel logistic regression (:func:`fit_klr`) share the bases.
 """
 

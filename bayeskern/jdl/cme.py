@@ -19,7 +19,14 @@ class LowRankCME:
     """E_CME[f(Y) | X = x] = sum_k v_k(x) f(y_{p_k}), v(x) = R_Y F psi_X(x): only the m_Y Y-pivots
     carry mass, and sum_k v_k(x) need not be 1 (the normalisation error) nor v(x) >= 0.
 
-    F: (m_Y, m_X) coefficients; constraint: "unconstrained" or "normalised_positive" ((51) + (52)).
+    Attributes:
+        kernel_x: kernel on X.
+        kernel_y: kernel on Y.
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y (its pivots carry the weights).
+        F: (m_Y, m_X) coefficients.
+        lam: the ridge.
+        constraint: ``"unconstrained"`` or ``"normalised_positive"`` (Filipović et al. 2021, eqs. 51-52).
     """
 
     kernel_x: Kernel
@@ -31,13 +38,36 @@ class LowRankCME:
     constraint: str = static()
 
     def weights(self, x_query):
-        """Pivot weights v(x) for query points x_query (q, d_X): (q, m_Y)."""
+        """Pivot weights v(x) at query points.
+
+        Args:
+            x_query: (q, d_X) query points.
+
+        Returns:
+            (q, m_Y) array.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training inputs.
+        """
         return self.basis_x.evaluate(self.kernel_x, x_query, "x_query") @ (self.basis_y.R @ self.F).T
 
     def conditional_expectation(self, x_query, f=None) -> ConditionalExpectation:
-        """sum_k v_k(x) f(y_{p_k}) at query points x_query (q, d_X): linear, not self-normalised (``mass`` is
-        sum_k v_k(x)). f: a function of outcomes (k, d_Y) -> (k, ...) (applied to the m_Y pivot outcomes), its
-        values (n, ...) on the training outcomes, or None (the identity). ``mean`` has shape (q, ...)."""
+        """sum_k v_k(x) f(y_{p_k}) at query points: linear, not self-normalised (``mass`` is sum_k v_k(x)).
+
+        Args:
+            x_query: (q, d_X) query points.
+            f: a function of outcomes (k, d_Y) -> (k, ...) (applied to the m_Y pivot outcomes), its values (n, ...)
+                on the training outcomes, or None (the identity).
+
+        Returns:
+            ConditionalExpectation: ``mean`` (q, ...), ``mass`` (q,), ``undefined`` all False.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training inputs.
+                Also for values of f that are not finite or of another length than n.
+        """
         pivots = self.basis_y.pivots
         if f is None or callable(f):
             values = outcome_values(f, self.basis_y.points, pivots.shape[0], self.F.dtype)
@@ -46,7 +76,18 @@ class LowRankCME:
         return weighted_expectation(self.weights(x_query), values)
 
     def normalisation_error(self, x_query):
-        """|E_CME[1 | x] - 1| = |sum_k v_k(x) - 1| per query point: (q,)."""
+        """|E_CME[1 | x] - 1| = |sum_k v_k(x) - 1| per query point.
+
+        Args:
+            x_query: (q, d_X) query points.
+
+        Returns:
+            (q,) array.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training inputs.
+        """
         return jnp.abs(self.weights(x_query).sum(axis=1) - 1.0)
 
 
@@ -99,8 +140,22 @@ def fit_cme(X, Y, kernel_x: Kernel, kernel_y: Kernel, lam: float, *, constraint:
 
 
 def simplex_qp(K, v0, total: float, tol: float = 1e-12):
-    """min (v - v0)^T K (v - v0) s.t. v >= 0, sum(v) = total, for K positive definite (m, m): a primal
-    active-set method (finite termination)."""
+    """min (v - v0)^T K (v - v0) s.t. v >= 0, sum(v) = total, by a primal active-set method (finite termination).
+
+    Args:
+        K: (m, m) positive definite metric.
+        v0: (m,) unconstrained target.
+        total: the sum of the solution, > 0.
+        tol: relative tolerance of the optimality checks.
+
+    Returns:
+        (m,) NumPy array v.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs, shapes that do not match or total not positive.
+        RuntimeError: when the active set does not settle.
+    """
     v0 = np.asarray(as_matrix(v0, "v0", (None,)), np.float64)
     m = v0.shape[0]
     K = np.asarray(as_matrix(K, "K", (m, m)), np.float64)

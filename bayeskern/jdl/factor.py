@@ -20,8 +20,12 @@ class RotatedBasis(NamedTuple):
     """The double-orthogonal basis psi(u) = R^T k(x_p, u): orthonormal in the RKHS and orthogonal on the training
     points (eigenvalues descending).
 
-    R: (m, m) = B_tilde V; A: (n, m) = L V, the basis at the training points; eigenvalues: (m,) Lambda with
-    A^T A = Lambda and Q^T K Q = I (Q = P R); points: (m, d) the pivot points x_p; pivots: (m,) their indices.
+    Attributes:
+        R: (m, m) = B_tilde V, the coefficients on the pivot points.
+        A: (n, m) = L V, the basis at the training points.
+        eigenvalues: (m,) Lambda, with A^T A = Lambda and Q^T K Q = I (Q = P R).
+        points: (m, d) the pivot points x_p.
+        pivots: (m,) their indices.
     """
 
     R: jax.Array
@@ -31,7 +35,20 @@ class RotatedBasis(NamedTuple):
     pivots: jax.Array
 
     def evaluate(self, kernel: Kernel, U, name: str = "U"):
-        """psi(u) for points U (q, d): (q, m), from the m pivot points only; ``name`` names U in errors."""
+        """The basis functions psi(u) at new points, from the m pivot points only.
+
+        Args:
+            kernel: the kernel the basis was built with.
+            U: (q, d) points.
+            name: the argument name that error messages use.
+
+        Returns:
+            (q, m) array.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension than the training points.
+        """
         U = kernel.prepare(U, name)
         check_same_dim(U, self.points, f"{name} and the training points")
         return kernel.evaluate(U, self.points) @ self.R
@@ -39,7 +56,18 @@ class RotatedBasis(NamedTuple):
 
 def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     """Rotate a pivoted Cholesky factor by the eigenvectors of L^T L (descending; each eigenvector's entry of
-    largest magnitude made positive)."""
+    largest magnitude made positive).
+
+    Args:
+        factor: a :class:`~bayeskern.linalg.PivotedCholesky` of k(X, X).
+        X: (n, d) the points it factorises (or the RowShards it was computed on).
+
+    Returns:
+        RotatedBasis: the double-orthogonal basis.
+
+    Raises:
+        TypeError: for a factor that is not a PivotedCholesky.
+    """
     if not isinstance(factor, PivotedCholesky):
         raise TypeError(f"factor must be a PivotedCholesky (linalg.pivoted_cholesky), got {type(factor).__name__}")
     lam, V = np.linalg.eigh(np.asarray(factor.L.T @ factor.L))

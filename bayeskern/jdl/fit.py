@@ -26,7 +26,16 @@ CONSTRAINTS = ("unconstrained", "normalised", "data_box", "kernel_bound", "grid"
 
 
 class JDLBases(NamedTuple):
-    """The training sample with its two rotated low-rank bases (reusable across lam and constraints)."""
+    """The training sample with its two rotated low-rank bases (reusable across lam and constraints).
+
+    Attributes:
+        X: (n, d_X) training inputs.
+        Y: (n, d_Y) training outcomes.
+        kernel_x: kernel on X.
+        kernel_y: kernel on Y.
+        basis_x: rotated basis of X (m_X functions).
+        basis_y: rotated basis of Y (m_Y functions).
+    """
 
     X: jnp.ndarray
     Y: jnp.ndarray

@@ -22,8 +22,20 @@ __all__ = ["monomial_exponents", "PolynomialBasis", "polynomial_basis", "fit_jpd
 
 
 def monomial_exponents(dim: int, degree: int) -> np.ndarray:
-    """Exponents of all monomials of total degree <= degree in dim variables, graded lexicographic order
-    (constant first; within a degree the first variable's exponent descends): (m, dim), m = C(dim + degree, dim)."""
+    """Exponents of all monomials of total degree <= degree in dim variables, in graded lexicographic order
+    (constant first; within a degree the first variable's exponent descends).
+
+    Args:
+        dim: the number of variables, >= 1.
+        degree: the largest total degree, >= 0.
+
+    Returns:
+        (m, dim) integer array, m = C(dim + degree, dim).
+
+    Raises:
+        TypeError: for dim or degree not an integer.
+        ValueError: for dim below 1 or degree below 0.
+    """
     dim, degree = check_count(dim, "dim"), check_count(degree, "degree", minimum=0)
     rows = []
     for total in range(degree + 1):
@@ -37,7 +49,14 @@ def _vandermonde(X, exponents):
 
 @saveable
 class PolynomialBasis(NamedTuple):
-    """psi(u) = tau_q(u) W, orthonormal in L^2 of the sample: A = V W (n, m) with A^T A = n I."""
+    """The orthonormalised monomials psi(u) = tau_q(u) W, orthonormal in L^2 of the sample.
+
+    Attributes:
+        A: (n, m) = V W, the basis at the sample (A^T A = n I).
+        eigenvalues: (m,) all n (the basis's Gram spectrum, as for a RotatedBasis).
+        W: (m, m) the symmetric inverse square root of the monomials' Gram matrix.
+        exponents: (m, d) the monomials' exponents.
+    """
 
     A: jnp.ndarray
     eigenvalues: jnp.ndarray
@@ -45,7 +64,20 @@ class PolynomialBasis(NamedTuple):
     exponents: np.ndarray
 
     def evaluate(self, kernel, U, name: str = "U"):
-        """psi at points U (q, d): (q, m). ``kernel`` is unused (the basis defines its kernel)."""
+        """The basis functions at new points.
+
+        Args:
+            kernel: unused (the basis defines its kernel); kept so every basis evaluates alike.
+            U: (q, d) points.
+            name: the argument name that error messages use.
+
+        Returns:
+            (q, m) array.
+
+        Raises:
+            TypeError: for points that are not real numbers.
+            ValueError: for non-finite points or points of another dimension.
+        """
         U = as_points(U, name)
         if U.shape[1] != self.exponents.shape[1]:
             raise ValueError(f"{name} has dimension {U.shape[1]}, the basis {self.exponents.shape[1]}")
@@ -53,7 +85,20 @@ class PolynomialBasis(NamedTuple):
 
 
 def polynomial_basis(X, degree: int) -> PolynomialBasis:
-    """The orthonormalised monomial basis of degree <= ``degree`` on the sample X (n, d); W = G^{-1/2} symmetric."""
+    """The orthonormalised monomial basis of degree <= ``degree`` on a sample; W = G^{-1/2} symmetric.
+
+    Args:
+        X: (n, d) sample.
+        degree: the largest total degree, >= 1.
+
+    Returns:
+        PolynomialBasis: the basis.
+
+    Raises:
+        TypeError: for data that are not real numbers or degree not an integer.
+        ValueError: for non-finite data, degree below 1, fewer points than monomials, or points on an algebraic
+            variety of that degree (a singular Gram matrix).
+    """
     X = as_points(X, "X")
     exponents = monomial_exponents(X.shape[1], check_count(degree, "degree"))
     m = exponents.shape[0]
@@ -167,12 +212,28 @@ def _solve_sos(problem, bx, by, degree) -> JDLSolution:
     certificate = sos_certificate(H, gram, bx, by, degree)
     if certificate["max_residual"] > 1e-7 or certificate["min_eigenvalue"] < -1e-7:
         raise RuntimeError(f"JPDL SOS program: the solution fails its certificate {certificate}")
-    return JDLSolution(H, float("nan"), float("nan"), _normalisation_residual(np.asarray(problem.S), H),
+    return JDLSolution(H, None, None, _normalisation_residual(np.asarray(problem.S), H),
                        certificate["min_eigenvalue"], int(result.iterations))
 
 
 def sos_certificate(H, gram, bx: PolynomialBasis, by: PolynomialBasis, degree: int) -> dict:
-    """Checks of 1 + h = tau_q(z) A tau_q(z)^T: min eigenvalue of A and the largest coefficient residual."""
+    """Checks of the sum-of-squares certificate 1 + h = tau_q(z) A tau_q(z)^T.
+
+    Args:
+        H: (m_Y, m_X) coefficients of h.
+        gram: the Gram matrix A of the certificate, over the joint monomials of degree <= degree.
+        bx: polynomial basis of X.
+        by: polynomial basis of Y.
+        degree: the degree q of the certificate's monomials.
+
+    Returns:
+        dict with ``min_eigenvalue`` of A (>= 0 for a valid certificate) and ``max_residual``, the largest
+        coefficient mismatch of the identity.
+
+    Raises:
+        TypeError: for bases that are not PolynomialBasis objects or degree not an integer.
+        ValueError: for H of another shape, non-finite H or degree below 1.
+    """
     for name, basis in (("bx", bx), ("by", by)):
         if not isinstance(basis, PolynomialBasis):
             raise TypeError(f"{name} must be a PolynomialBasis (polynomial_basis), got {type(basis).__name__}")

@@ -18,7 +18,14 @@ __all__ = ["LowRankKLR", "fit_klr"]
 
 @fitted
 class LowRankKLR:
-    """cl(x) = sigmoid(psi_X(x)^T c): basis (rotated, m_X functions), coef (m_X,) with ||c||^2 the RKHS norm."""
+    """A low-rank kernel logistic regression cl(x) = sigmoid(psi_X(x)^T c).
+
+    Attributes:
+        kernel_x: kernel on X.
+        basis_x: the rotated basis (m_X functions).
+        coef: (m_X,) coefficients c; ||c||^2 is the RKHS norm of the logit.
+        lam: the ridge.
+    """
 
     kernel_x: Kernel
     basis_x: RotatedBasis
@@ -26,7 +33,18 @@ class LowRankKLR:
     lam: float
 
     def predict_proba(self, Xq):
-        """P(label = 1 | x) for query points Xq (q, d_X): (q,)."""
+        """P(label = 1 | x) at query points.
+
+        Args:
+            Xq: (q, d_X) query points.
+
+        Returns:
+            (q,) probabilities.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training inputs.
+        """
         return jax.nn.sigmoid(self.basis_x.evaluate(self.kernel_x, Xq, "Xq") @ self.coef)
 
 

@@ -50,6 +50,10 @@ def held_out_ratio_loss(model, X, Y) -> float:
 
     Returns:
         float, lower is better.
+
+    Raises:
+        TypeError: for a model that is not a JointDistributionModel or data that are not real numbers.
+        ValueError: for non-finite or unpaired data, or data of another dimension than the model's.
     """
     if not isinstance(model, JointDistributionModel):
         raise TypeError(f"model must be a fitted JointDistributionModel, got {type(model).__name__}")

@@ -19,9 +19,18 @@ class JointDistributionModel:
     """Radon-Nikodym model 1 + h(x, y), h = psi_Y(y)^T H psi_X(x), of the joint law w.r.t. the product of the
     empirical marginals.
 
-    X: (n, d_X), Y: (n, d_Y) the training sample; basis_x, basis_y: the rotated bases (m_X and m_Y functions);
-    H: (m_Y, m_X) coefficients; lam, constraint: how H was fitted (see :func:`bayeskern.jdl.fit_jdl`);
-    solution: the solver's :class:`bayeskern.jdl.JDLSolution` (multipliers and certificate), when fitted here.
+    Attributes:
+        X: (n, d_X) training inputs (or a RowShards).
+        Y: (n, d_Y) training outcomes, row i paired with X[i].
+        kernel_x: the kernel on X (None for polynomial JPDL bases).
+        kernel_y: the kernel on Y (None for polynomial JPDL bases).
+        basis_x: the rotated basis of m_X functions on X.
+        basis_y: the rotated basis of m_Y functions on Y.
+        H: (m_Y, m_X) coefficients.
+        lam: the ridge H was fitted with.
+        constraint: the constraint H was fitted under (see :func:`bayeskern.jdl.fit_jdl`).
+        solution: the solver's :class:`bayeskern.jdl.JDLSolution` (multipliers and certificate), when fitted here.
+        n: the number of training pairs.
     """
 
     X: jax.Array
@@ -37,6 +46,7 @@ class JointDistributionModel:
 
     @property
     def n(self) -> int:
+        """The number of training pairs."""
         return num_points(self.X)
 
     def _on_real_rows(self, values):
@@ -52,27 +62,73 @@ class JointDistributionModel:
 
     # --- basis functions ------------------------------------------------------
     def features_x(self, Xq, name: str = "Xq"):
-        """psi_X at query points: (q, m_X), from m_X kernel evaluations per point."""
+        """The basis functions psi_X at query points, from m_X kernel evaluations per point.
+
+        Args:
+            Xq: (q, d_X) query points.
+            name: the argument name that error messages use.
+
+        Returns:
+            (q, m_X) array.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training points.
+        """
         return self.basis_x.evaluate(self.kernel_x, Xq, name)
 
     def features_y(self, Yq, name: str = "Yq"):
-        """psi_Y at query points: (q, m_Y)."""
+        """The basis functions psi_Y at query points.
+
+        Args:
+            Yq: (q, d_Y) query points.
+            name: the argument name that error messages use.
+
+        Returns:
+            (q, m_Y) array.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training points.
+        """
         return self.basis_y.evaluate(self.kernel_y, Yq, name)
 
     # --- conditional expectations ---------------------------------------------
     def conditional_expectation(self, x_query, f=None) -> ConditionalExpectation:
-        """E_Q[f(Y) | X = x] at query points x_query (q, d_X) (self-normalised), O(m_X^2 + m_X m_Y + m_Y k) per
-        point.
+        """E_Q[f(Y) | X = x] at query points (self-normalised), O(m_X^2 + m_X m_Y + m_Y k) per point.
 
-        f: a function of the training outcomes Y (n, d_Y) -> (n, ...), or its values (n, ...) on them; default
-        the identity (the conditional mean of Y). With row-sharded training data (RowShards) pass a function. ``mean`` has shape (q, ...); ``mass`` is the total mass
-        sum_j (1 + h(x, y_j)) / n (1 for an exactly normalised conditional).
+        Args:
+            x_query: (q, d_X) query points.
+            f: a function of the training outcomes Y (n, d_Y) -> (n, ...), or its values (n, ...) on them; default
+                the identity (the conditional mean of Y). With row-sharded training data pass a function.
+
+        Returns:
+            ConditionalExpectation: ``mean`` (q, ...); ``mass`` the total mass sum_j (1 + h(x, y_j)) / n (1 for an
+            exactly normalised conditional); ``undefined`` where it vanishes.
+
+        Raises:
+            TypeError: for queries or values of the test function that are not real numbers.
+            ValueError: for non-finite queries or values, queries of another dimension, or values of another
+                length than n (or values instead of a function with row-sharded data).
         """
         F = self._outcomes(f, self.Y, "f")
         return self._expect(self.features_x(x_query, "x_query"), F, self.basis_y.A, self.H)
 
     def conditional_expectation_given_y(self, y_query, g=None) -> ConditionalExpectation:
-        """E_Q[g(X) | Y = y] at query points y_query (q, d_Y): the roles of X and Y swapped."""
+        """E_Q[g(X) | Y = y] at query points: :meth:`conditional_expectation` with the roles of X and Y swapped.
+
+        Args:
+            y_query: (q, d_Y) query points.
+            g: a function of the training inputs X (n, d_X) -> (n, ...), or its values; default the identity.
+
+        Returns:
+            ConditionalExpectation: ``mean`` (q, ...), ``mass`` and ``undefined`` as for the other direction.
+
+        Raises:
+            TypeError: for queries or values of the test function that are not real numbers.
+            ValueError: for non-finite queries or values, queries of another dimension, or values of another
+                length than n (or values instead of a function with row-sharded data).
+        """
         G = self._outcomes(g, self.X, "g")
         return self._expect(self.features_y(y_query, "y_query"), G, self.basis_x.A, self.H.T)
 
@@ -85,40 +141,97 @@ class JointDistributionModel:
         return self_normalised_expectation(numerator.reshape((Psi.shape[0],) + F.shape[1:]), 1.0 + Psi @ omega / self.n)
 
     def conditional_weights(self, x_query) -> ConditionalExpectation:
-        """The conditional law of Y given X = x on the training outcomes: mean (q, n) holds the weights
-        (1 + h(x, y_j)) / sum_j (1 + h(x, y_j)) (summing to 1; negative entries are positivity violations).
-        O(q n) memory."""
+        """The conditional law of Y given X = x on the training outcomes, O(q n) memory.
+
+        Args:
+            x_query: (q, d_X) query points.
+
+        Returns:
+            ConditionalExpectation: ``mean`` (q, n) holds the weights (1 + h(x, y_j)) / sum_j (1 + h(x, y_j))
+            (summing to 1; negative entries are positivity violations).
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training points.
+        """
         W = (1.0 + self.features_x(x_query, "x_query") @ self.H.T @ self.basis_y.A.T) / self.n
         W = self._on_real_rows(W.T).T
         return self_normalised_expectation(W, W.sum(axis=1))
 
     def density_ratio(self, Xq, Yq):
-        """1 + h(x_i, y_i) for aligned query pairs: (q,)."""
+        """The density ratio 1 + h(x_i, y_i) at aligned query pairs.
+
+        Args:
+            Xq: (q, d_X) query inputs.
+            Yq: (q, d_Y) query outcomes, row i paired with Xq[i].
+
+        Returns:
+            (q,) array.
+
+        Raises:
+            TypeError: for queries that are not real numbers.
+            ValueError: for non-finite queries or queries of another dimension than the training points.
+        """
         return 1.0 + jnp.sum((self.features_y(Yq) @ self.H) * self.features_x(Xq), axis=1)
 
     # --- grid quantities ----------------------------------------------------------
     def marginal_x(self):
-        """Q_X({x_i}) = (1 + (A_X H^T a)_i / n) / n: (n,) masses of the training x's (4)."""
+        """The model's marginal masses of the training inputs, Q_X({x_i}) = (1 + (A_X H^T a)_i / n) / n.
+
+        Returns:
+            (n,) array.
+        """
         a = self.basis_y.A.sum(axis=0)
         return self._on_real_rows((1.0 + self.basis_x.A @ (self.H.T @ a) / self.n) / self.n)
 
     def marginal_y(self):
-        """Q_Y({y_j}) = (1 + (A_Y H b)_j / n) / n: (n,) masses of the training y's (4)."""
+        """The model's marginal masses of the training outcomes, Q_Y({y_j}) = (1 + (A_Y H b)_j / n) / n.
+
+        Returns:
+            (n,) array.
+        """
         b = self.basis_x.A.sum(axis=0)
         return self._on_real_rows((1.0 + self.basis_y.A @ (self.H @ b) / self.n) / self.n)
 
     def total_mass(self):
-        """Q(Z) = 1 + <S, H> / n^2 (= 1 for a normalised model)."""
+        """The model's total mass Q(Z) = 1 + <S, H> / n^2 (1 for a normalised model).
+
+        Returns:
+            () array.
+        """
         a, b = self.basis_y.A.sum(axis=0), self.basis_x.A.sum(axis=0)
         return 1.0 + a @ self.H @ b / self.n**2
 
     def min_grid_weight(self, block_size: int = 1024):
-        """min over the training grid of 1 + h(x_i, y_j), in row blocks: O(n^2 m_Y) time, O(n block) memory."""
+        """The smallest density ratio 1 + h(x_i, y_j) over the training grid, in row blocks: O(n^2 m_Y) time,
+        O(n block_size) memory.
+
+        Args:
+            block_size: rows per block.
+
+        Returns:
+            float.
+
+        Raises:
+            TypeError: for block_size not an integer.
+            ValueError: for row-sharded training data (the grid is scanned on one process) or block_size below 1.
+        """
         if isinstance(self.X, RowShards):
             raise ValueError("min_grid_weight scans the training grid on one process: not available for RowShards")
         return float(grid_row_minima(self.H, self.basis_x, self.basis_y, block_size)[0].min())
 
 
 def load_model(path) -> JointDistributionModel:
-    """Read a JDL/JPDL model saved with ``model.save(path)`` (an alias of :func:`bayeskern.load`)."""
+    """Read a JDL/JPDL model saved with ``model.save(path)``: :func:`bayeskern.load` that checks the class.
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        JointDistributionModel: the model.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        FileFormatError: for a file holding anything else, or not a bayeskern save.
+    """
     return load_as(path, JointDistributionModel)

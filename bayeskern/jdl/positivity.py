@@ -25,7 +25,22 @@ __all__ = ["solve_grid_positive", "grid_row_minima"]
 
 
 def grid_row_minima(H, basis_x: RotatedBasis, basis_y: RotatedBasis, block_size: int = 1024):
-    """min_j (1 + h(x_i, y_j)) and its argmin j for every training x_i: two (n,) arrays, in row blocks."""
+    """min_j (1 + h(x_i, y_j)) and its argmin j for every training x_i, in row blocks (O(n block_size) memory).
+
+    Args:
+        H: (m_Y, m_X) coefficients.
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y.
+        block_size: rows of the grid per block.
+
+    Returns:
+        (minima, argmins): two (n,) arrays.
+
+    Raises:
+        TypeError: for bases that are not RotatedBasis objects, H that is not real numbers or block_size not an
+            integer.
+        ValueError: for H non-finite or of another shape, or block_size below 1.
+    """
     check_bases(basis_x, basis_y)
     check_count(block_size, "block_size")
     H = np.asarray(as_matrix(H, "H", (basis_y.A.shape[1], basis_x.A.shape[1])))
@@ -43,8 +58,22 @@ def solve_grid_positive(problem: JDLProblem, basis_x: RotatedBasis, basis_y: Rot
                         cuts_per_round: int = 64, max_rounds: int = 200, tol: float = 1e-10) -> JDLSolution:
     """Normalised JDL with 1 + h >= margin on the whole training grid (module docstring), by cutting planes.
 
-    Returns the solution with mu the normalisation multiplier, nu the sum of the grid multipliers, positivity
-    the smallest grid value of 1 + h minus the margin (>= 0) and iterations the number of rounds.
+    Args:
+        problem: the JDLProblem.
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y.
+        margin: the lower bound of 1 + h on the grid, in [0, 1).
+        cuts_per_round: the most violated grid points added per round.
+        max_rounds: the most rounds.
+        tol: violations below this are not cut.
+
+    Returns:
+        JDLSolution: mu the normalisation multiplier, nu the sum of the grid multipliers, positivity the smallest
+        grid value of 1 + h minus the margin (>= 0), iterations the number of rounds.
+
+    Raises:
+        TypeError: for a problem or bases of the wrong type, or counts that are not integers.
+        ValueError: for a margin outside [0, 1) or counts below 1.
     """
     check_problem(problem)
     check_bases(basis_x, basis_y)

@@ -14,8 +14,14 @@ __all__ = ["JDLProblem", "jdl_problem", "box_bounds", "kernel_bounds", "objectiv
 class JDLProblem(NamedTuple):
     """min sum(W * H**2 - 2 * Gamma * H) over H (m_Y, m_X): the JDL objective restricted to the rotated bases.
 
-    W: Lambda_Y Lambda_X^T / n^2 + lam; Gamma: G / n - S / n^2; S = a b^T (normalisation: <S, H> = 0);
-    G = A_Y^T A_X; a = A_Y^T 1; b = A_X^T 1; n the sample size.
+    Attributes:
+        W: (m_Y, m_X) weights Lambda_Y Lambda_X^T / n^2 + lam.
+        Gamma: (m_Y, m_X) data term G / n - S / n^2.
+        S: (m_Y, m_X) a b^T, the normalisation <S, H> = 0.
+        G: (m_Y, m_X) A_Y^T A_X.
+        a: (m_Y,) A_Y^T 1.
+        b: (m_X,) A_X^T 1.
+        n: the sample size.
     """
 
     W: jnp.ndarray
@@ -30,7 +36,18 @@ class JDLProblem(NamedTuple):
 def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | None = None) -> JDLProblem:
     """Assemble (W, Gamma, S) from the rotated bases of the X- and Y-samples (same n): O(n m_X m_Y).
 
-    ``n``: the sample size, when the factors carry zero padding rows (row-sharded data); default their row count.
+    Args:
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y.
+        lam: ridge > 0.
+        n: the sample size, when the factors carry zero padding rows (row-sharded data); default their row count.
+
+    Returns:
+        JDLProblem: the separable problem.
+
+    Raises:
+        TypeError: for bases that are not RotatedBasis (or PolynomialBasis) objects.
+        ValueError: for bases of different sample sizes, lam not positive or n below 1.
     """
     check_bases(basis_x, basis_y)
     A_x, A_y = basis_x.A, basis_y.A
@@ -52,8 +69,20 @@ def _product_bounds(lo_y, hi_y, lo_x, hi_x):
 
 
 def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, *, mask=None):
-    """(C_lo, C_hi) of the paper's single-inequality tightening (27)-(28): bounds of A_Y[s, k] A_X[t, l]
-    over the sample, from the column extremes of A_X and A_Y (over the rows where ``mask`` (n,) is True)."""
+    """Bounds of A_Y[s, k] A_X[t, l] over the sample, from the column extremes of A_X and A_Y: the coefficients of
+    the single-inequality positivity tightening (Filipović et al. 2021, eqs. 27-28).
+
+    Args:
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y.
+        mask: optional (n,) bool, the rows to take extremes over (the real rows of row-sharded data).
+
+    Returns:
+        (C_lo, C_hi), two (m_Y, m_X) arrays.
+
+    Raises:
+        TypeError: for bases that are not RotatedBasis (or PolynomialBasis) objects.
+    """
     check_bases(basis_x, basis_y)
 
     def extremes(A):
@@ -64,8 +93,22 @@ def box_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, *, mask=None):
 
 
 def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float = 1.0, kappa_y: float = 1.0):
-    """(C_lo, C_hi) = -/+ sqrt(kappa_X kappa_Y) for kernels bounded by kappa on the diagonal:
-    |psi_l(u)| <= sqrt(kappa) for every u, so the tightening guarantees 1 + h >= 0 everywhere."""
+    """Bounds -/+ sqrt(kappa_X kappa_Y) for kernels bounded by kappa on the diagonal: |psi_l(u)| <= sqrt(kappa)
+    for every u, so the tightening guarantees 1 + h >= 0 everywhere, not only on the sample.
+
+    Args:
+        basis_x: rotated basis of X.
+        basis_y: rotated basis of Y.
+        kappa_x: sup of k_X(u, u), > 0.
+        kappa_y: sup of k_Y(u, u), > 0.
+
+    Returns:
+        (C_lo, C_hi), two (m_Y, m_X) arrays.
+
+    Raises:
+        TypeError: for bases that are not RotatedBasis (or PolynomialBasis) objects.
+        ValueError: for kappa not positive.
+    """
     check_bases(basis_x, basis_y)
     check_positive(kappa_x, "kappa_x"), check_positive(kappa_y, "kappa_y")
     c = float(np.sqrt(kappa_x * kappa_y))
@@ -74,7 +117,19 @@ def kernel_bounds(basis_x: RotatedBasis, basis_y: RotatedBasis, kappa_x: float =
 
 
 def objective(problem: JDLProblem, H):
-    """The reduced objective sum(W H^2 - 2 Gamma H) (= R_lambda(Q_Y H Q_X^T))."""
+    """The reduced objective sum(W H^2 - 2 Gamma H) (the regularised risk of Q_Y H Q_X^T, up to a constant).
+
+    Args:
+        problem: the JDLProblem.
+        H: (m_Y, m_X) coefficients.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for a problem that is not a JDLProblem or H that is not real numbers.
+        ValueError: for H non-finite or of another shape.
+    """
     check_problem(problem)
     H = as_matrix(H, "H", problem.W.shape)
     return jnp.sum(problem.W * H**2 - 2.0 * problem.Gamma * H)

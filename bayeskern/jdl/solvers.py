@@ -20,23 +20,44 @@ _REL_TOL = 1e-13
 
 @saveable
 class JDLSolution(NamedTuple):
-    """Coefficients H (m_Y, m_X) with the certificate of the exact dual method.
+    """Coefficients H with the certificate of the solver; ``None`` marks what does not apply to the constraint.
 
-    mu, nu: multipliers of the normalisation <S, H> = 0 and of the positivity tightening g(H) >= 0 (0 when
-    absent); normalisation: the relative residual |<S, H>| / sum|S * H| (whether or not it was imposed);
-    positivity: g(H) (NaN without a tightening); iterations: root-search evaluations.
+    Attributes:
+        H: (m_Y, m_X) coefficients of the model.
+        mu: multiplier of the normalisation <S, H> = 0; None where it was not imposed, or for a solver that
+            reports no multipliers (JPDL's interior-point program).
+        nu: multiplier of the positivity constraint (0.0 where it is inactive); None without one.
+        normalisation: the relative residual |<S, H>| / sum|S * H| (whether or not it was imposed).
+        positivity: the positivity margin (g(H) of the single-inequality tightening, the worst grid value minus
+            the margin for the grid constraint, the smallest eigenvalue of the sum-of-squares Gram matrix for
+            JPDL); None without a positivity constraint.
+        iterations: root-search evaluations, cutting-plane rounds or interior-point iterations (0 in closed form).
     """
 
     H: np.ndarray
-    mu: float
-    nu: float
+    mu: float | None
+    nu: float | None
     normalisation: float
-    positivity: float
+    positivity: float | None
     iterations: int
 
 
 def positivity_margin(H, C_lo, C_hi) -> float:
-    """g(H) = 1 + sum min(C_lo H, C_hi H), the left side of the single-inequality tightening (29)."""
+    """g(H) = 1 + sum min(C_lo H, C_hi H), the left side of the single-inequality tightening (Filipović et al.
+    2021, eq. 29).
+
+    Args:
+        H: (m_Y, m_X) coefficients.
+        C_lo: (m_Y, m_X) lower bounds.
+        C_hi: (m_Y, m_X) upper bounds.
+
+    Returns:
+        float.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or shapes that do not match.
+    """
     H = np.asarray(as_matrix(H, "H"))
     C_lo, C_hi = np.asarray(as_matrix(C_lo, "C_lo", H.shape)), np.asarray(as_matrix(C_hi, "C_hi", H.shape))
     return float(1.0 + np.sum(np.minimum(C_lo * H, C_hi * H)))
@@ -53,19 +74,39 @@ def _arrays(problem: JDLProblem):
 
 
 def solve_unconstrained(problem: JDLProblem) -> JDLSolution:
-    """Unconstrained JDL: H = Gamma / W."""
+    """Unconstrained JDL: H = Gamma / W.
+
+    Args:
+        problem: the JDLProblem (:func:`~bayeskern.jdl.jdl_problem`).
+
+    Returns:
+        JDLSolution: H and its certificate.
+
+    Raises:
+        TypeError: for a problem that is not a JDLProblem.
+    """
     W, Gamma, S = _arrays(problem)
     H = Gamma / W
-    return JDLSolution(H, 0.0, 0.0, _normalisation_residual(S, H), float("nan"), 0)
+    return JDLSolution(H, None, None, _normalisation_residual(S, H), None, 0)
 
 
 def solve_normalised(problem: JDLProblem) -> JDLSolution:
-    """JDL with the normalisation <S, H> = 0: H = (Gamma - mu S) / W in closed form."""
+    """JDL with the normalisation <S, H> = 0: H = (Gamma - mu S) / W in closed form.
+
+    Args:
+        problem: the JDLProblem (:func:`~bayeskern.jdl.jdl_problem`).
+
+    Returns:
+        JDLSolution: H and its certificate.
+
+    Raises:
+        TypeError: for a problem that is not a JDLProblem.
+    """
     W, Gamma, S = _arrays(problem)
     denom = np.sum(S * S / W)
     mu = float(np.sum(S * Gamma / W) / denom) if denom > 0 else 0.0
     H = (Gamma - mu * S) / W
-    return JDLSolution(H, mu, 0.0, _normalisation_residual(S, H), float("nan"), 0)
+    return JDLSolution(H, mu, None, _normalisation_residual(S, H), None, 0)
 
 
 def _threshold(base, W, C_lo, C_hi, nu):
@@ -104,12 +145,27 @@ def _decreasing_root(f, x, lo=None, hi=None, step=1.0, maxiter=300):
 
 
 def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -> JDLSolution:
-    """JDL under the positivity tightening g(H) = 1 + sum min(C_lo H, C_hi H) >= 0 (29), and by default the
-    normalisation <S, H> = 0 (20): the exact dual method: two nested monotone searches for the multipliers (mu, nu).
+    """JDL under the positivity tightening g(H) = 1 + sum min(C_lo H, C_hi H) >= 0 (Filipović et al. 2021, eq. 29),
+    and by default the normalisation <S, H> = 0 (eq. 20), by an exact dual method.
 
     Two nested monotone searches: mu*(nu) makes <S, T(mu, nu)> = 0, and nu >= 0 makes g(T(mu*(nu), nu)) = 0
     (or nu = 0 when the normalised solution is already feasible); the final pattern is polished by the 2 x 2
     KKT system and round-off infeasibility is removed by scaling H / (1 + delta).
+
+    Args:
+        problem: the JDLProblem.
+        C_lo: (m_Y, m_X) lower bounds of the tightening (:func:`~bayeskern.jdl.box_bounds` or
+            :func:`~bayeskern.jdl.kernel_bounds`).
+        C_hi: (m_Y, m_X) upper bounds, >= C_lo.
+        normalise: also impose <S, H> = 0.
+
+    Returns:
+        JDLSolution: H with its multipliers and margins.
+
+    Raises:
+        TypeError: for a problem that is not a JDLProblem.
+        ValueError: for bounds of another shape or C_lo > C_hi somewhere.
+        RuntimeError: when the dual root search does not converge.
     """
     W, Gamma, S = _arrays(problem)
     C_lo, C_hi = np.asarray(C_lo, np.float64), np.asarray(C_hi, np.float64)
@@ -139,8 +195,8 @@ def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -
     mu0 = inner(0.0)
     H0 = _threshold(Gamma - mu0 * S, W, C_lo, C_hi, 0.0)[0]
     if positivity_margin(H0, C_lo, C_hi) >= 0:
-        return JDLSolution(H0, mu0, 0.0, _normalisation_residual(S_data, H0), positivity_margin(H0, C_lo, C_hi),
-                           count[0])
+        return JDLSolution(H0, mu0 if normalise else None, 0.0, _normalisation_residual(S_data, H0),
+                           positivity_margin(H0, C_lo, C_hi), count[0])
 
     state = {"mu": mu0}
 
@@ -165,7 +221,8 @@ def solve_positive(problem: JDLProblem, C_lo, C_hi, *, normalise: bool = True) -
     if g < 0:  # round-off: scaling keeps <S, H> = 0 (homogeneous) and makes g = 0
         H = H / (1.0 - g)
         g = positivity_margin(H, C_lo, C_hi)
-    return JDLSolution(H, float(mu), float(nu), _normalisation_residual(S_data, H), g, count[0])
+    return JDLSolution(H, float(mu) if normalise else None, float(nu), _normalisation_residual(S_data, H), g,
+                       count[0])
 
 
 def _polish(Gamma, W, S, C_lo, C_hi, C_act, active, mu, nu, H):

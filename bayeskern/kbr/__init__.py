@@ -1,4 +1,6 @@
-"""Kernel Bayes' rule and the kernel Bayes filter (Xu et al. 2022): weights, read-outs, KuLSIF LOO, filtering."""
+"""Kernel Bayes' rule and the kernel Bayes filter (Fukumizu, Song & Gretton 2013; Xu et al. 2022): posterior
+weights, KuLSIF density ratios and their leave-one-out score, read-outs, explicit and learned features, the filter
+with its tuning, and the Kalman and JDL baselines."""
 
 from . import data
 from .baselines import ekf_filter, jdl_regression, kalman_filter

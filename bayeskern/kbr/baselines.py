@@ -14,11 +14,27 @@ __all__ = ["ekf_filter", "kalman_filter", "jdl_regression"]
 
 
 def ekf_filter(X, f, jacobian, Q, R, m0, P0):
-    """Extended Kalman filter for z_{t+1} = f(z_t) + N(0, Q), x_t = z_t + N(0, R): filtered means (T, d).
+    """Extended Kalman filter for z_{t+1} = f(z_t) + N(0, Q), x_t = z_t + N(0, R).
 
     Update then predict: K = P (P + R)^{-1}, m <- m + K (x - m), P <- (I - K) P (symmetrised);
-    then m <- f(m), P <- J P J^T + Q with J the Jacobian of f at the filtered mean. X (T, d); Q, R, P0 (d, d)
-    symmetric positive semidefinite, P0 + R positive definite; m0 (d,). Raises ValueError naming a bad argument.
+    then m <- f(m), P <- J P J^T + Q with J the Jacobian of f at the filtered mean.
+
+    Args:
+        X: (T, d) observations.
+        f: the transition, (d,) -> (d,) (traceable).
+        jacobian: its Jacobian, (d,) -> (d, d).
+        Q: (d, d) transition noise covariance (PSD).
+        R: (d, d) observation noise covariance (PSD; P0 + R positive definite).
+        m0: (d,) initial mean.
+        P0: (d, d) initial covariance (PSD).
+
+    Returns:
+        (T, d) filtered means.
+
+    Raises:
+        TypeError: for f or jacobian that is not callable, or data that are not real numbers.
+        ValueError: for non-finite data, covariances that are not symmetric PSD or of the wrong shape, or m0 of
+            the wrong shape.
     """
     X = as_points(X, "X")
     d = X.shape[1]
@@ -68,7 +84,23 @@ def jdl_regression(X, Z, *, n_val: int = 200, scales=(0.5, 1.0, 2.0), lams=(1e-6
     E[z_t | x_t] (``model.conditional_expectation(X_test).mean``) that a filter using the dynamics should beat.
 
     Bandwidths (``scales`` x median, both sides) and lam minimise the validation MSE of E[z | x] on the last
-    V = min(check_count(n_val, "n_val"), T // 2) pairs; the model is refitted on all T pairs. Cost O(T m) per fit (low-rank bases).
+    V = min(n_val, T // 2) pairs; the model is refitted on all T pairs. Cost O(T m) per fit (low-rank bases).
+
+    Args:
+        X: (T, d_x) observations.
+        Z: (T, d_z) latents, paired with X.
+        n_val: the most validation pairs.
+        scales: bandwidth multipliers of the median distance, tried on both sides.
+        lams: ridges tried.
+        tol: relative trace tolerance of the low-rank bases.
+
+    Returns:
+        JointDistributionModel: the normalised model refitted on all pairs.
+
+    Raises:
+        TypeError: for data that are not real numbers or n_val not an integer.
+        ValueError: for non-finite or unpaired data, fewer than 4 pairs, or invalid scales or ridges.
+        RuntimeError: when float64 is off.
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")

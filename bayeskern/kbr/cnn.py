@@ -25,8 +25,14 @@ _DIMENSIONS = ("NHWC", "HWIO", "NHWC")
 
 @fitted
 class ConvFeatures:
-    """Network parameters: convs ((kernel (k, k, c_in, c_out), bias (c_out,)), ...), dense ((W, b), ...);
-    image_shape (H, W, C) of the flattened inputs; stride of every convolution. Calling it gives features."""
+    """A small convolutional feature network; calling it on flattened images X (n, H W C) gives features (n, p).
+
+    Attributes:
+        convs: ((kernel (k, k, c_in, c_out), bias (c_out,)), ...) of the convolutions.
+        dense: ((W, b), ...) of the dense layers.
+        image_shape: (H, W, C) of the flattened inputs.
+        stride: the stride of every convolution.
+    """
 
     convs: tuple
     dense: tuple
@@ -64,7 +70,24 @@ def _check_image_shape(image_shape, d_x: int | None = None) -> tuple:
 
 def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHANNELS, kernel_size: int = 5,
                    stride: int = 2, hidden: int = 128) -> ConvFeatures:
-    """He-initialised :class:`ConvFeatures` for images of ``image_shape`` (H, W, C)."""
+    """He-initialised :class:`ConvFeatures` for images of a given shape.
+
+    Args:
+        key: PRNG key.
+        image_shape: (H, W, C).
+        num_features: p, the output width.
+        channels: output channels of each convolution.
+        kernel_size: side of the square convolution kernels.
+        stride: the stride of every convolution ("same" padding).
+        hidden: width of the dense hidden layer.
+
+    Returns:
+        ConvFeatures: the network.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or sizes that are not integers.
+        ValueError: for an invalid image shape, empty or non-positive channels, or sizes below 1.
+    """
     height, width, c_in = image_shape = _check_image_shape(image_shape)
     if not channels or min(channels) < 1:
         raise ValueError(f"channels must be a non-empty sequence of positive integers, got {channels}")
@@ -88,9 +111,33 @@ def init_image_cnn(key, image_shape, num_features: int = 32, *, channels=CNN_CHA
 def train_image_cnn(key, X, Z, *, image_shape, lam, sigma_z, num_features: int = 32, channels=CNN_CHANNELS,
                     kernel_size: int = 5, stride: int = 2, hidden: int = 128, steps: int = 100,
                     learning_rate: float = 1e-2, weight_decay: float = 1e-2, num_rff: int = 100):
-    """Learn :class:`ConvFeatures` on flattened images X (n, H W C) of ``image_shape`` and latents Z (n, d_z) by
-    full-batch AdamW on the unweighted adaptive loss (latent kernel: ``num_rff`` random Fourier features of
-    bandwidth sigma_z), the MLP recipe with a convolutional network. Returns (ConvFeatures, loss trace (steps,)).
+    """Learn :class:`ConvFeatures` by full-batch AdamW on the unweighted adaptive loss (latent kernel: random
+    Fourier features), the MLP recipe with a convolutional network.
+
+    Args:
+        key: PRNG key.
+        X: (n, H W C) flattened images.
+        Z: (n, d_z) latents, paired with X.
+        image_shape: (H, W, C) of the images.
+        lam: ridge > 0 of the loss.
+        sigma_z: bandwidth of the random Fourier features on Z.
+        num_features: p, the output width.
+        channels: output channels of each convolution.
+        kernel_size: side of the convolution kernels.
+        stride: the stride of every convolution.
+        hidden: width of the dense hidden layer.
+        steps: optimiser steps.
+        learning_rate: AdamW step size.
+        weight_decay: AdamW weight decay.
+        num_rff: number of random Fourier features.
+
+    Returns:
+        (ConvFeatures, loss trace (steps,)).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key, data that are not real numbers or sizes that are not integers.
+        ValueError: for non-finite or unpaired data, an image shape that does not match X, lam not positive or
+            sizes below 1.
     """
     X = as_points(X, "X")
     image_shape = _check_image_shape(image_shape, X.shape[1])

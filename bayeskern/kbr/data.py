@@ -13,8 +13,16 @@ __all__ = ["PosteriorTask", "gaussian_posterior_task", "Sequence", "circle_trans
 
 
 class PosteriorTask(NamedTuple):
-    """The posterior-mean experiment of Xu et al. (2022, Section 5.1): training pairs X, Z (n, d), prior samples U (m, d), conditioning points X_cond (q, d),
-    the exact posterior means E_Q[Z | X_cond] (q, d), and the joint covariance V (2d, 2d) of (X, Z)."""
+    """The posterior-mean experiment of Xu et al. (2022, Section 5.1).
+
+    Attributes:
+        X: (n, d) training observations.
+        Z: (n, d) training latents, paired with X.
+        U: (m, d) samples of the new prior.
+        X_cond: (q, d) conditioning observations.
+        truth: (q, d) the exact posterior means E_Q[Z | X_cond].
+        V: (2d, 2d) the joint covariance of (X, Z).
+    """
 
     X: jax.Array
     Z: jax.Array
@@ -28,6 +36,20 @@ def gaussian_posterior_task(d: int, key, *, n: int = 200, m: int = 200, n_cond: 
     """P(X, Z) = N((1, 0), V), V = A^T A / (2d) + 2 I; prior N(0, V_ZZ / 2); X_cond ~ N(0, V_XX).
 
     Ground truth E_Q[Z | x] = V_ZX / 2 (V_XX - V_XZ V_ZZ^{-1} V_ZX / 2)^{-1} (x - 1), by Gaussian conditioning.
+
+    Args:
+        d: the dimension of X and of Z.
+        key: PRNG key.
+        n: training pairs.
+        m: prior samples.
+        n_cond: conditioning points.
+
+    Returns:
+        PosteriorTask: the data and the exact posterior means.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for counts below 1 or scales that are not positive.
     """
     check_key(key)
     d = check_count(d, "d")
@@ -48,7 +70,14 @@ def gaussian_posterior_task(d: int, key, *, n: int = 200, m: int = 200, n_cond: 
 
 
 class Sequence(NamedTuple):
-    """A training trajectory (X, Z) (T, .) and its continuation (X_test, Z_test) (T~, .)."""
+    """A training trajectory and its continuation.
+
+    Attributes:
+        X: (T, ...) training observations.
+        Z: (T, d_z) training latents.
+        X_test: (T~, ...) observations of the continuation.
+        Z_test: (T~, d_z) its latents.
+    """
 
     X: jax.Array
     Z: jax.Array
@@ -61,9 +90,17 @@ CIRCLE_SETTINGS = {"rotation": dict(omega=0.3, beta=0.0, M=8), "oscillatory": di
 
 
 def circle_transition(setting: str = "rotation", amp_phase: str = "current"):
-    """(f, jacobian) of z -> (1 + beta sin(M phi)) (cos(theta + omega), sin(theta + omega)).
+    """The circular dynamics z -> (1 + beta sin(M phi)) (cos(theta + omega), sin(theta + omega)), theta = arg z.
 
-    phi = theta (``amp_phase="current"``, eq. (5) as printed) or theta + omega (``"next"``).
+    Args:
+        setting: a key of ``CIRCLE_SETTINGS`` (``"rotation"`` or ``"oscillatory"``).
+        amp_phase: phi = theta (``"current"``, Xu et al. 2022, eq. 5 as printed) or theta + omega (``"next"``).
+
+    Returns:
+        (f, jacobian): functions of one latent (2,), returning (2,) and (2, 2).
+
+    Raises:
+        ValueError: for an unknown setting or amp_phase.
     """
     if setting not in CIRCLE_SETTINGS:
         raise ValueError(f"setting must be one of {sorted(CIRCLE_SETTINGS)}, got {setting!r}")
@@ -92,9 +129,24 @@ def circle_transition(setting: str = "rotation", amp_phase: str = "current"):
 
 def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation", amp_phase: str = "current",
                     sigma_x: float = 0.2, sigma_z: float = 0.2) -> Sequence:
-    """z_{t+1} = f(z_t) + N(0, sigma_z^2 I), x_t = z_t + N(0, sigma_x^2 I), z_0 = (1, 0).
+    """z_{t+1} = f(z_t) + N(0, sigma_z^2 I), x_t = z_t + N(0, sigma_x^2 I), z_0 = (1, 0), f of
+    :func:`circle_transition`.
 
-    Steps 1..T are the training trajectory, T+1..T+T_test its continuation (the test sequence).
+    Args:
+        T: training steps.
+        key: PRNG key.
+        T_test: steps of the continuation (the test sequence).
+        setting: ``"rotation"`` or ``"oscillatory"``.
+        amp_phase: ``"current"`` or ``"next"`` (see :func:`circle_transition`).
+        sigma_x: observation noise sd.
+        sigma_z: transition noise sd.
+
+    Returns:
+        Sequence: X, Z (T, 2) and X_test, Z_test (T_test, 2).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for counts below 1 or scales that are not positive.
     """
     check_key(key)
     T = check_count(T, "T")
@@ -115,7 +167,23 @@ def circle_dynamics(T: int, key, *, T_test: int = 200, setting: str = "rotation"
 
 def linear_gaussian_sequence(T: int, key, *, T_test: int = 200, a: float = 0.9, q: float = 0.3,
                              r: float = 0.5) -> Sequence:
-    """z_{t+1} = a z_t + N(0, q^2), x_t = z_t + N(0, r^2), z_1 from the stationary N(0, q^2 / (1 - a^2))."""
+    """z_{t+1} = a z_t + N(0, q^2), x_t = z_t + N(0, r^2), z_1 from the stationary N(0, q^2 / (1 - a^2)).
+
+    Args:
+        T: training steps.
+        key: PRNG key.
+        T_test: steps of the continuation.
+        a: the autoregression coefficient, |a| < 1.
+        q: transition noise sd.
+        r: observation noise sd.
+
+    Returns:
+        Sequence: X, Z (T, 1) and X_test, Z_test (T_test, 1).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for counts below 1 or scales that are not positive.
+    """
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")
@@ -149,10 +217,22 @@ def _heart_image(position, size: int):
 
 
 def sprite_sequence(T: int, key, *, T_test: int = 200, size: int = 64, pixel_noise: float = 0.1) -> Sequence:
-    """The dSprite stand-in: oscillatory latent dynamics (sigma_z = 0.2), a heart drawn at the
-    latent plus N(0, 0.05^2) noise, quantised to 32 positions per axis, plus N(0, 0.1^2) pixel noise.
+    """The dSprite stand-in: oscillatory latent dynamics (sigma_z = 0.2), a heart drawn at the latent plus
+    N(0, 0.05^2) noise, quantised to 32 positions per axis, plus pixel noise.
 
-    X: (T, size^2) flattened grayscale images (size 64 or 32); Z: (T, 2) latents.
+    Args:
+        T: training steps.
+        key: PRNG key.
+        T_test: steps of the continuation.
+        size: image side, 64 or 32.
+        pixel_noise: sd of the pixel noise.
+
+    Returns:
+        Sequence: X (T, size^2) flattened grayscale images, Z (T, 2) latents, and the continuation.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for counts below 1 or scales that are not positive.
     """
     check_key(key)
     T = check_count(T, "T")
@@ -173,7 +253,19 @@ _PALETTE = np.array([[0.85, 0.2, 0.15], [0.2, 0.55, 0.85], [0.95, 0.8, 0.2], [0.
 
 
 def panorama_scene(key, num_pillars: int = 12):
-    """A fixed 360-degree scene: pillar centre angles, angular half-widths, heights and colours."""
+    """A fixed 360-degree scene of coloured pillars for :func:`panorama_sequence`.
+
+    Args:
+        key: PRNG key.
+        num_pillars: number of pillars.
+
+    Returns:
+        dict of (num_pillars,) centre angles, angular half-widths and heights, and (num_pillars, 3) colours.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or num_pillars not an integer.
+        ValueError: for num_pillars below 1.
+    """
     check_key(key)
     num_pillars = check_count(num_pillars, "num_pillars")
     k1, k2, k3, k4 = jax.random.split(key, 4)
@@ -199,9 +291,26 @@ def _panorama_view(heading, scene, rows: int = 36, cols: int = 48):
 
 def panorama_sequence(T: int, key, *, T_test: int = 200, omega: float = 0.4, sigma_theta: float = 0.2,
                       sigma_x: float = 0.2, pixel_noise: float = 0.1, scene_key=None) -> Sequence:
-    """The DeepMind-Lab stand-in: heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2),
-    latent z = (cos theta, sin theta), image = the view at theta + N(0, sigma_x^2) of a fixed scene
-    (``scene_key``, default seed 0) plus N(0, 0.1^2) pixel noise. X: (T, 5184); Z: (T, 2)."""
+    """The DeepMind-Lab stand-in: heading theta_{t+1} = theta_t + omega + N(0, sigma_theta^2), latent
+    z = (cos theta, sin theta), image = the view at theta + N(0, sigma_x^2) of a fixed scene plus pixel noise.
+
+    Args:
+        T: training steps.
+        key: PRNG key.
+        T_test: steps of the continuation.
+        omega: mean turn per step (radians).
+        sigma_theta: sd of the turn.
+        sigma_x: sd of the viewing direction around the heading.
+        pixel_noise: sd of the pixel noise.
+        scene_key: PRNG key of the scene (default ``jax.random.key(0)``).
+
+    Returns:
+        Sequence: X (T, 5184) flattened 36 x 48 RGB views, Z (T, 2), and the continuation.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or counts that are not integers.
+        ValueError: for counts below 1 or scales that are not positive.
+    """
     check_key(key)
     T = check_count(T, "T")
     T_test = check_count(T_test, "T_test")

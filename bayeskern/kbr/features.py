@@ -20,10 +20,17 @@ __all__ = ["RandomFourierFeatures", "random_fourier_features", "MLPFeatures", "i
 
 @saveable
 class RandomFourierFeatures(NamedTuple):
-    """phi(z) = sqrt(2 / F) cos(Omega z + b): E[phi(z) . phi(z')] = exp(-|z - z'|^2 / (2 sigma^2))."""
+    """phi(z) = sqrt(2 / F) cos(Omega z + b): E[phi(z) . phi(z')] = exp(-|z - z'|^2 / (2 sigma^2)).
 
-    omega: jax.Array  # (F, d)
-    offset: jax.Array  # (F,)
+    Calling it on points Z (n, d) gives their features (n, F).
+
+    Attributes:
+        omega: (F, d) frequencies Omega.
+        offset: (F,) phases b.
+    """
+
+    omega: jax.Array
+    offset: jax.Array
 
     def __call__(self, Z):
         """Features (n, F) of points Z (n, d)."""
@@ -58,7 +65,12 @@ def random_fourier_features(key, dim: int, sigma, num_features: int = 100) -> Ra
 
 @saveable
 class MLPFeatures(NamedTuple):
-    """psi_theta(x): a ReLU multilayer perceptron, layers = ((W, b), ...); ReLU after every layer."""
+    """psi_theta(x): a ReLU multilayer perceptron (ReLU after every layer); calling it on observations X (n, d_x)
+    gives features (n, p).
+
+    Attributes:
+        layers: ((W, b), ...) weights (d_in, d_out) and biases (d_out,) of each layer.
+    """
 
     layers: tuple
 
@@ -71,7 +83,19 @@ class MLPFeatures(NamedTuple):
 
 
 def init_mlp(key, sizes) -> MLPFeatures:
-    """He-initialised MLP with layer widths ``sizes`` = (d_x, h_1, ..., p)."""
+    """A He-initialised MLP.
+
+    Args:
+        key: PRNG key.
+        sizes: layer widths (d_x, h_1, ..., p).
+
+    Returns:
+        MLPFeatures: the network.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or widths that are not integers.
+        ValueError: for fewer than two widths or a width below 1.
+    """
     check_key(key)
     if len(sizes) < 2:
         raise ValueError(f"sizes must list at least the input and output widths, got {sizes!r}")
@@ -84,11 +108,18 @@ def init_mlp(key, sizes) -> MLPFeatures:
 @saveable
 class NystromFeatures(NamedTuple):
     """psi(x) = L^{-1} k(landmarks, x) with L L^T = k(landmarks, landmarks) (+ a small jitter): psi(x) . psi(x')
-    is the Nystrom approximation of k(x, x'), exact (up to the jitter) whenever x or x' is a landmark."""
+    is the Nystrom approximation of k(x, x'), exact (up to the jitter) whenever x or x' is a landmark. Calling it
+    on points X (n, d) gives their features (n, p).
+
+    Attributes:
+        kernel: the kernel k.
+        landmarks: (p, d) landmarks.
+        factor: (p, p) lower Cholesky factor L of k(landmarks, landmarks).
+    """
 
     kernel: Kernel
-    landmarks: jax.Array  # (p, d)
-    factor: jax.Array  # (p, p) lower Cholesky factor of k(landmarks, landmarks)
+    landmarks: jax.Array
+    factor: jax.Array
 
     def __call__(self, X):
         """Features (n, p) of points X (n, d) (of the landmarks' dimension)."""
@@ -111,6 +142,10 @@ def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> Nyst
 
     Returns:
         NystromFeatures: callable (n, d) -> (n, p); ``FeatureKernel(features)`` makes it a filter's kernel.
+
+    Raises:
+        TypeError: for landmarks that are not real numbers.
+        ValueError: for non-finite landmarks or jitter not positive.
     """
     landmarks = kernel.prepare(landmarks, "landmarks")
     check_positive(jitter, "jitter")
@@ -145,11 +180,24 @@ def select_landmarks(kernel: Kernel, X, num: int):
 class FeatureKernel(Kernel):
     """The linear kernel on learned, random or Nystrom features: k(x, x') = psi(x) . psi(x').
 
-    As a filter's observation kernel it makes the IW update O(T p^2) per step instead of O(T^3)."""
+    As a filter's observation kernel it makes the IW update O(T p^2) per step instead of O(T^3).
+
+    Args:
+        features: a callable pytree psi, (n, ...) -> (n, p): MLPFeatures, RandomFourierFeatures,
+            NystromFeatures, or a trained image network.
+
+    Attributes:
+        features: the feature map psi.
+
+    Raises:
+        TypeError: for features that are not callable.
+    """
 
     _leaves = ("features",)
 
     def __init__(self, features):
+        if not callable(features):
+            raise TypeError(f"features must be a callable feature map psi (n, ...) -> (n, p), got {features!r}")
         self.features = features
 
     def evaluate(self, X, Y):
@@ -165,6 +213,21 @@ def adaptive_feature_loss(Psi, Phi, lam, *, r_hat=None, reg_scale: str = "operat
     l = (1/n) [ ||D^{1/2} Phi||_F^2 - tr(M^T (Psi^T D Psi + n lam I)^{-1} M) ], M = Psi^T D Phi, with Psi (n, p)
     the observation features, Phi (n, F) explicit (e.g. random Fourier) latent features, D = diag(r_hat)
     (None: the unweighted loss D = I used to learn filter features).
+
+    Args:
+        Psi: (n, p) observation features.
+        Phi: (n, F) latent features.
+        lam: ridge > 0.
+        r_hat: optional (n,) importance weights (None: D = I).
+        reg_scale: ``"operator"`` or ``"gram"``.
+
+    Returns:
+        () array, the loss.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs, shapes that do not match, lam not positive or an unknown reg_scale.
+        RuntimeError: when float64 is off.
     """
     Psi = as_matrix(Psi, "Psi")
     n, p = Psi.shape
@@ -210,9 +273,30 @@ def train_features(key, X, Z, *, lam, sigma_z, hidden=(128, 64), num_rff: int = 
 
 def fit_feature_network(key, init, X, Z, *, lam, sigma_z, num_rff: int = 100, steps: int = 100,
                         learning_rate: float = 1e-2, weight_decay: float = 1e-2, r_hat=None):
-    """Train the network ``init(key)`` (a callable pytree, (n, d_x) -> (n, p)) by full-batch AdamW on
-    :func:`adaptive_feature_loss` with ``num_rff`` random Fourier features of bandwidth sigma_z on Z (n, d_z).
-    Returns (trained network, loss trace (steps,))."""
+    """Train a feature network by full-batch AdamW on :func:`adaptive_feature_loss`, with random Fourier features
+    of the latents as targets.
+
+    Args:
+        key: PRNG key (initial network, random features).
+        init: ``init(key)`` returning the network, a callable pytree (n, d_x) -> (n, p) (e.g. a partial of
+            :func:`init_mlp`).
+        X: (n, d_x) observations.
+        Z: (n, d_z) latents, paired with X.
+        lam: ridge > 0 of the loss.
+        sigma_z: bandwidth of the random Fourier features on Z.
+        num_rff: number of random Fourier features.
+        steps: optimiser steps.
+        learning_rate: AdamW step size.
+        weight_decay: AdamW weight decay.
+        r_hat: optional (n,) importance weights of the loss.
+
+    Returns:
+        (trained network, loss trace (steps,)).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key, data that are not real numbers or steps not an integer.
+        ValueError: for non-finite or unpaired data, lam or sigma_z not positive, or steps below 1.
+    """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
     check_positive(lam, "lam")

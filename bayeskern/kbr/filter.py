@@ -63,20 +63,39 @@ class KernelBayesFilter:
     An exact filter stores T x T matrices and a step costs O(T^3); a low-rank filter (``rank``, the default
     above :data:`~bayeskern.kbr.lowrank.EXACT_MAX_T` steps) stores (T, p) Nystrom features and factored maps,
     and a step costs O(T p^2). :attr:`rank` reports the numbers of features.
+
+    Attributes:
+        X: (T, d_x) training observations.
+        Z: (T, d_z) training latents (the atoms).
+        kernel_x: the observation kernel: RBF(sigma_x), or FeatureKernel(psi) for learned or Nystrom features.
+        sigma_z: () latent bandwidth.
+        lam: () KBR ridge (operator scale).
+        eta: () KuLSIF ridge.
+        lam_prime: () transition ridge.
+        G_X: (T, T) observation Gram matrix (kernel filters), or None.
+        features: (T, p) observation features of the training set (feature filters), or None.
+        K_eta: the (T, T) KuLSIF map, gamma = K_eta w (a Factored map for a low-rank filter).
+        transition: the (T, T) transition map: row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
+            (Factored for a low-rank filter).
+        factor: (T, r) factor of G_X for the original KBR with a kernel, or None.
+        method: ``"iw"`` or ``"original"``.
+        original_solver: ``"eigh"`` (concrete hyperparameters) or ``"cholesky"`` (traced, differentiable).
+        smooth_truncation: t of the smooth truncation t softplus(gamma / t), or None for max(0, gamma).
+        rank: (p_x, p_z) numbers of Nystrom features, or None for an exact filter.
     """
 
-    X: jax.Array  # (T, d_x) training observations
-    Z: jax.Array  # (T, d_z) training latents (the atoms)
-    kernel_x: Kernel  # observation kernel: RBF(sigma_x), or FeatureKernel(psi) for learned or Nystrom features
+    X: jax.Array
+    Z: jax.Array
+    kernel_x: Kernel
     sigma_z: jax.Array
     lam: jax.Array
     eta: jax.Array
     lam_prime: jax.Array
-    G_X: jax.Array | None  # (T, T) observation Gram matrix (kernel filters)
-    features: jax.Array | None  # (T, p) observation features of the training set (feature filters)
-    K_eta: jax.Array | Factored  # (T, T) map, gamma = K_eta w
-    transition: jax.Array | Factored  # (T, T) map: row 1 zero, rows 2..T (G_{Z-1} + (T-1) lam' I)^{-1} G~_{Z-1}
-    factor: jax.Array | None  # (T, r) factor of G_X for the original KBR with a kernel
+    G_X: jax.Array | None
+    features: jax.Array | None
+    K_eta: jax.Array | Factored
+    transition: jax.Array | Factored
+    factor: jax.Array | None
     method: str = static(default="iw")
     original_solver: str = static(default="eigh")
     smooth_truncation: float | None = static(default=None)
@@ -124,12 +143,14 @@ class KernelBayesFilter:
         """
         if method not in _METHODS:
             raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-        Z = as_points(Z, "Z")
+        Z = _as_float(as_points(Z, "Z"))
         X = _as_observations(X, "X", points=not isinstance(sigma_x, FeatureKernel))
         check_same_length(X, Z, "X and Z")
         lam_prime = eta if lam_prime is None else lam_prime
-        if Z_prev is not None and jnp.shape(Z_prev) != jnp.shape(Z):
-            raise ValueError(f"Z_prev must have the shape of Z {jnp.shape(Z)}, got {jnp.shape(Z_prev)}")
+        if Z_prev is not None:
+            Z_prev = _as_float(as_points(Z_prev, "Z_prev"))
+            if Z_prev.shape != Z.shape:
+                raise ValueError(f"Z_prev must have the shape of Z {Z.shape}, got {Z_prev.shape}")
         kernel_x = sigma_x if isinstance(sigma_x, Kernel) else RBF(check_positive(sigma_x, "sigma_x"))
         for value, name in ((sigma_z, "sigma_z"), (lam, "lam"), (eta, "eta"),
                             (lam_prime, "lam_prime")):
@@ -198,7 +219,16 @@ class KernelBayesFilter:
         return (None if self.features is None else int(self.features.shape[1])), int(self.K_eta.right.shape[1])
 
     def observation_gram(self, X_test):
-        """k_X(x_i, x~_t): (T, T~)."""
+        """The observation kernel between training and new observations, k_X(x_i, x~_t).
+
+        Args:
+            X_test: (T~, d_x) observations (or what the feature kernel takes).
+
+        Returns:
+            (T, T~) array.
+
+        Nothing is inspected (the unchecked path of :meth:`filter`, for traced code).
+        """
         return self.kernel_x.evaluate(self.X, X_test)
 
     def filter(self, X_test, *, return_weights: bool = False):
@@ -238,7 +268,11 @@ class KernelBayesFilter:
         return out
 
     def initial_state(self) -> FilterState:
-        """The state before any observation: uniform predictive weights 1/T on the training atoms."""
+        """The state before any observation: uniform predictive weights 1/T on the training atoms.
+
+        Returns:
+            FilterState: weights 1/T and step 0.
+        """
         w0 = _uniform_weights(self)
         return FilterState(w0, w0, jnp.zeros((), jnp.int32))
 
@@ -261,7 +295,7 @@ class KernelBayesFilter:
         """
         if not isinstance(state, FilterState):
             raise TypeError(f"state must be a FilterState (from initial_state() or update), got {type(state).__name__}")
-        x = as_points(jnp.reshape(x, (1, -1)) if jnp.ndim(x) <= 1 else x, "x")
+        x = _as_float(as_points(jnp.reshape(x, (1, -1)) if jnp.ndim(x) <= 1 else x, "x"))
         if x.shape != (1, self.X.shape[1]):
             raise ValueError(f"x must be one observation of dimension {self.X.shape[1]}, got shape {jnp.shape(x)}")
         return _stream_update(self, state, x)
@@ -269,7 +303,12 @@ class KernelBayesFilter:
 
 def _as_observations(X, name: str, points: bool):
     """Observations as (T, d_x) points, or any real finite array (e.g. images) for a feature kernel."""
-    return as_points(X, name) if points else as_finite_array(X, name)
+    return _as_float(as_points(X, name) if points else as_finite_array(X, name))
+
+
+def _as_float(A):
+    """``A`` in the default float (float64 with x64 on): float32 data are filtered like float64 data."""
+    return A.astype(jnp.result_type(float))
 
 
 def _uniform_weights(kbf: KernelBayesFilter):
@@ -290,13 +329,13 @@ def _step(kbf: KernelBayesFilter, w_pred, g):
         w = w.weights[:, 0]
     elif kbf.features is not None:  # the features are a factor of the observation Gram matrix
         w = kbr_original_weights(None, gamma, (kbf.features @ g)[:, None], kbf.lam, factor=kbf.features,
-                                 solver=kbf.original_solver)[:, 0]
+                                 solver=kbf.original_solver).weights[:, 0]
     elif kbf.method == "iw":
         w = kbr_iw_weights(kbf.G_X, gamma, g[:, None], kbf.lam, smooth_truncation=kbf.smooth_truncation)
         w = w.weights[:, 0]
     else:
         w = kbr_original_weights(kbf.G_X, gamma, g[:, None], kbf.lam, factor=kbf.factor,
-                                 solver=kbf.original_solver)[:, 0]
+                                 solver=kbf.original_solver).weights[:, 0]
     return kbf.transition @ w, w
 
 
@@ -397,13 +436,32 @@ def _validation_mse(means, Z_val) -> float:
 
 
 def load_filter(path) -> KernelBayesFilter:
-    """Read a filter saved with ``kbf.save(path)`` (an alias of :func:`bayeskern.load`); it filters identically."""
+    """Read a filter saved with ``kbf.save(path)``: :func:`bayeskern.load` that checks the class.
+
+    Args:
+        path: the ``.npz`` file.
+
+    Returns:
+        KernelBayesFilter: the filter; it filters identically.
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        FileFormatError: for a file holding anything else, or not a bayeskern save.
+    """
     return load_as(path, KernelBayesFilter)
 
 
 @fitted
 class TuneResult:
-    """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam)."""
+    """Selected hyperparameters, the refitted filter and the validation MSE per (c, lam).
+
+    Attributes:
+        filter: the filter refitted on all training pairs with the selection.
+        c: the selected bandwidth multiplier.
+        lam: the selected KBR ridge.
+        eta: the KuLSIF ridge chosen by leave-one-out.
+        validation_mse: {(c, lam): the validation MSE of that candidate}.
+    """
 
     filter: KernelBayesFilter
     c: float
@@ -500,6 +558,25 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     observation features psi (a callable (n, d_x) -> (n, p), e.g. :func:`bayeskern.kbr.train_image_features`
     with lam equal to the KBR lam), the IW filter on FeatureKernel(psi) filters the validation steps, and the
     lam with the smallest validation MSE is refitted on all T pairs. sigma_z = c * median; eta by KuLSIF LOO.
+
+    Args:
+        X: (T, d_x) training observations (e.g. flattened images).
+        Z: (T, d_z) training latents.
+        train: ``train(X_fit, Z_fit, lam, sigma_z)`` returning the feature map psi.
+        c: latent bandwidth multiplier of the median distance.
+        lam_grid: KBR ridges validated.
+        eta_grid: KuLSIF ridges scored by leave-one-out.
+        n_val: the most validation steps (the last min(n_val, T // 2)).
+        num_priors: priors of the leave-one-out score.
+        k: neighbours per prior.
+
+    Returns:
+        TuneResult: the refitted filter and the validation MSE per (c, lam).
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite or unpaired data, fewer than 3 steps, c not positive or an empty grid.
+        RuntimeError: when float64 is off.
     """
     require_x64("tune_feature_filter")
     X, Z = _training_pairs(X, Z)

@@ -21,8 +21,23 @@ def _resolvent(G, c):
 def kulsif_loo_score(G_Z, K_ZU, K_UU, alpha, eta):
     """Paired LOO of KuLSIF for a general prior (U, alpha): remove z_i and u_i, refit, score (operator-scale eta).
 
-    G_Z: (n, n); K_ZU: (n, m); K_UU: (m, m); alpha: (m,). Pairs i = 1..min(n, m) in the given order
-    (shuffle the atoms first). Smaller is better: J(r) = E_P[r^2] / 2 - E_pi[r] on the held-out pair.
+    Pairs i = 1..min(n, m) in the given order (shuffle the atoms first). Smaller is better: the held-out
+    J(r) = E_P[r^2] / 2 - E_pi[r].
+
+    Args:
+        G_Z: (n, n) Gram matrix of the data atoms.
+        K_ZU: (n, m) cross-kernel between data and prior atoms.
+        K_UU: (m, m) Gram matrix of the prior atoms.
+        alpha: (m,) prior weights.
+        eta: KuLSIF ridge > 0 (operator scale).
+
+    Returns:
+        () array, the score.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs, shapes that do not match or eta not positive.
+        RuntimeError: when float64 is off.
     """
     require_x64("kulsif_loo_score")
     G_Z = as_matrix(G_Z, "G_Z", square=True)
@@ -58,8 +73,20 @@ def _score(rho, nu, a):
 def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
     """Paired LOO when the prior atoms are the data (U = Z, the filter case), for one or more priors.
 
-    eig_G: (s, V) from ``jnp.linalg.eigh(G_Z)``; alphas: (n,) or (S, n) prior weights on the atoms.
-    Returns the score per prior: () or (S,). O(n^2) per prior and eta.
+    O(n^2) per prior and eta.
+
+    Args:
+        eig_G: (s, V), the eigenvalues (n,) and eigenvectors (n, n) of G_Z from ``jnp.linalg.eigh``.
+        alphas: (n,) or (S, n) prior weights on the atoms.
+        eta: KuLSIF ridge > 0 (operator scale).
+
+    Returns:
+        The score per prior: () or (S,).
+
+    Raises:
+        TypeError: for alphas that are not real numbers.
+        ValueError: for non-finite alphas or alphas of another length than the atoms.
+        RuntimeError: when float64 is off.
     """
     require_x64("kulsif_loo_score_atoms_are_data")
     s, V = eig_G
@@ -80,8 +107,21 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
 
 
 def successor_priors(Z, num_priors: int = 20, k: int = 10):
-    """The representative priors of the filter's eta selection on the atoms Z (T, d): (S, T) weights, each 1/k on the successors
-    z_{i+1} of the k nearest previous atoms z_i (i <= T-1, ties by index) of an anchor z_j."""
+    """The representative priors of the filter's eta selection: each puts 1/k on the successors z_{i+1} of the k
+    nearest previous atoms z_i (i <= T-1, ties by index) of an anchor z_j; the anchors spread over the sequence.
+
+    Args:
+        Z: (T, d) atoms, in time order.
+        num_priors: S, the number of priors.
+        k: neighbours per prior.
+
+    Returns:
+        (S, T) prior weights.
+
+    Raises:
+        TypeError: for atoms that are not real numbers or counts that are not integers.
+        ValueError: for non-finite atoms, counts below 1 or fewer than k + 1 atoms.
+    """
     Z = np.asarray(as_points(Z, "Z"))
     num_priors, k = check_count(num_priors, "num_priors"), check_count(k, "k")
     T = Z.shape[0]
@@ -98,7 +138,21 @@ def successor_priors(Z, num_priors: int = 20, k: int = 10):
 
 
 def select_eta_loo(G_Z, priors, eta_grid):
-    """eta* = argmin over the grid of the mean atoms-are-data LOO score over the priors; returns (eta*, scores)."""
+    """eta* = the argmin over the grid of the mean atoms-are-data LOO score over the priors.
+
+    Args:
+        G_Z: (T, T) Gram matrix of the atoms.
+        priors: (S, T) prior weights (e.g. :func:`successor_priors`).
+        eta_grid: candidate ridges > 0.
+
+    Returns:
+        (eta*, scores): the chosen ridge and the (len(eta_grid),) mean scores.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for an empty grid, ridges that are not positive, or shapes that do not match.
+        RuntimeError: when float64 is off.
+    """
     for eta in eta_grid:
         check_positive(eta, "eta_grid entries")
     if len(eta_grid) == 0:

@@ -30,7 +30,12 @@ TRACE_ERROR_SHARE = 0.01
 
 @saveable
 class Factored(NamedTuple):
-    """A T x T linear map stored as ``left @ right.T`` (both (T, p)); ``M @ w`` costs O(T p)."""
+    """A T x T linear map stored as ``left @ right.T``; ``M @ w`` costs O(T p).
+
+    Attributes:
+        left: (T, p) left factor.
+        right: (T, p) right factor.
+    """
 
     left: jax.Array
     right: jax.Array
@@ -39,7 +44,11 @@ class Factored(NamedTuple):
         return self.left @ (self.right.T @ w)
 
     def dense(self):
-        """The (T, T) matrix (for tests and small T only)."""
+        """The map as a dense matrix (for tests and small T only).
+
+        Returns:
+            (T, T) array.
+        """
         return self.left @ self.right.T
 
 
@@ -52,6 +61,21 @@ def filter_landmarks(kernel_x: Kernel | None, kernel_z: Kernel, X, Z, rank, ridg
     coefficient of the identity in the filter's Gram systems), capped at ``MAX_AUTO_RANK``. The error of each
     regularised solve is then about 1 % of the exact one. ``kernel_x=None`` (observation features given) selects
     latent landmarks only. O(T p) kernel evaluations, no T x T matrix.
+
+    Args:
+        kernel_x: observation kernel, or None when the filter has observation features.
+        kernel_z: latent kernel.
+        X: (T, d_x) training observations.
+        Z: (T, d_z) training latents.
+        rank: None, an integer p >= 1 or ``"auto"``.
+        ridge_x: the observation side's ridge (:func:`landmark_ridges`).
+        ridge_z: the latent side's ridge.
+
+    Returns:
+        (landmarks_x or None, landmarks_z), or None for the exact filter.
+
+    Raises:
+        ValueError: for an invalid rank, or traced hyperparameters where landmarks must be chosen.
     """
     T = Z.shape[0]
     if rank is None or (rank == "auto" and T <= EXACT_MAX_T):
@@ -74,9 +98,22 @@ def filter_landmarks(kernel_x: Kernel | None, kernel_z: Kernel, X, Z, rank, ridg
 
 
 def landmark_ridges(method: str, lam, eta, lam_prime):
-    """(ridge_x, ridge_z): the identity coefficients (per training step) that the Nystrom errors of k_X and k_Z meet
-    in the filter's systems: lam for the IW update, sqrt(lam) for the original KBR (whose system is squared), and
-    the smaller of eta and lam' on the latent side."""
+    """The identity coefficients (per training step) that the Nystrom errors of k_X and k_Z meet in the filter's
+    systems: lam for the IW update, sqrt(lam) for the original KBR (whose system is squared), and the smaller of
+    eta and lam' on the latent side.
+
+    Args:
+        method: ``"iw"`` or ``"original"``.
+        lam: KBR ridge > 0.
+        eta: KuLSIF ridge > 0.
+        lam_prime: transition ridge > 0.
+
+    Returns:
+        (ridge_x, ridge_z).
+
+    Raises:
+        ValueError: for an unknown method or a ridge that is not positive.
+    """
     if method not in ("iw", "original"):
         raise ValueError(f"method must be 'iw' or 'original', got {method!r}")
     check_positive(lam, "lam"), check_positive(eta, "eta"), check_positive(lam_prime, "lam_prime")

@@ -6,14 +6,13 @@ optional dropout on the hidden layers during training. Trained full batch with A
 adaptive loss (:func:`bayeskern.kbr.adaptive_feature_loss`, D = I), the library's training recipe (user guide, kernel Bayes' rule).
 """
 
-from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from ..fitted import saveable
-from ..optim import adamw, minimise
+from ..optim import adamw, minimise, static_partial
 from .._validation import as_points, check_count, check_key, check_positive, check_same_length
 from .features import adaptive_feature_loss, random_fourier_features
 
@@ -28,8 +27,12 @@ _BN_EPS = 1e-5
 @saveable
 class ImageFeatures(NamedTuple):
     """The trained network in inference mode: spectrally normalised weights and frozen batch-norm statistics.
+    Calling it on flattened images X (n, d_x) gives their features (n, p).
 
-    layers: ((W (a, b), bias (b,)), ...); batch_norm: (scale, offset, mean, var) of the second layer."""
+    Attributes:
+        layers: ((W (a, b), bias (b,)), ...) of each layer.
+        batch_norm: (scale, offset, mean, var) of the second layer's batch norm.
+    """
 
     layers: tuple
     batch_norm: tuple
@@ -50,7 +53,21 @@ def _normalise(H, scale, offset, mean, var):
 
 
 def init_image_mlp(key, d_x: int, num_features: int = 32, hidden=IMAGE_HIDDEN):
-    """He-initialised parameters {"layers", "batch_norm": (scale, offset)} and the power-iteration vectors."""
+    """He-initialised parameters of the image network and its power-iteration vectors.
+
+    Args:
+        key: PRNG key.
+        d_x: the number of pixels (input width).
+        num_features: p, the output width.
+        hidden: hidden widths (at least one).
+
+    Returns:
+        (params, vectors): {"layers": ((W, b), ...), "batch_norm": (scale, offset)} and one (a,) vector per layer.
+
+    Raises:
+        TypeError: for a key that is not a PRNG key or widths that are not integers.
+        ValueError: for widths below 1 or no hidden layer.
+    """
     check_key(key)
     sizes = (check_count(d_x, "d_x"),) + tuple(check_count(h, "hidden") for h in hidden) + \
         (check_count(num_features, "num_features"),)
@@ -106,8 +123,30 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     """Learn the image network on flattened images X (n, d_x) and latents Z (n, d_z) by full-batch AdamW on the
     unweighted adaptive loss (latent kernel: ``num_rff`` random Fourier features of bandwidth sigma_z).
 
-    Returns (ImageFeatures, loss trace (steps,)); the frozen batch-norm statistics are those of X under the final
-    weights (full-batch training: the training batch is X).
+    The frozen batch-norm statistics are those of X under the final weights (full-batch training: the training
+    batch is X).
+
+    Args:
+        key: PRNG key (initial network, random features, dropout).
+        X: (n, d_x) flattened images.
+        Z: (n, d_z) latents, paired with X.
+        lam: ridge > 0 of the loss.
+        sigma_z: bandwidth of the random Fourier features on Z.
+        num_features: p, the output width.
+        hidden: hidden widths.
+        dropout: dropout rate in [0, 1).
+        steps: optimiser steps.
+        learning_rate: AdamW step size.
+        weight_decay: AdamW weight decay.
+        num_rff: number of random Fourier features.
+
+    Returns:
+        (ImageFeatures, loss trace (steps,)).
+
+    Raises:
+        TypeError: for a key that is not a PRNG key, data that are not real numbers or counts that are not
+            integers.
+        ValueError: for non-finite or unpaired data, lam not positive, dropout outside [0, 1) or counts below 1.
     """
     X, Z = as_points(X, "X"), as_points(Z, "Z")
     check_same_length(X, Z, "X and Z")
@@ -119,7 +158,7 @@ def train_image_features(key, X, Z, *, lam, sigma_z, num_features: int = 32, hid
     k_net, k_rff, k_drop = jax.random.split(key, 3)
     Phi = random_fourier_features(k_rff, Z.shape[1], sigma_z, num_rff)(Z)
     params, vectors = init_image_mlp(k_net, X.shape[1], num_features, hidden)
-    fitted = minimise(partial(_image_loss, float(dropout)), params, adamw(learning_rate, weight_decay),
+    fitted = minimise(static_partial(_image_loss, float(dropout)), params, adamw(learning_rate, weight_decay),
                       num_steps=steps, data=(X, Phi, jnp.asarray(lam)), carry=vectors, key=k_drop)
     params, vectors, trace = fitted.params, fitted.carry, fitted.trace
     layers = tuple((_spectral(W, u)[0], b) for (W, b), u in zip(params["layers"], vectors))

@@ -26,22 +26,49 @@ def posterior_mean(W, Z):
 
     Returns:
         (q, d_z) array.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or W with another number of rows than Z.
     """
     W, Z = _weights_and_atoms(W, Z)
     return W.T @ Z
 
 
 def normalized_posterior_mean(W, Z) -> ConditionalExpectation:
-    """Self-normalised posterior mean sum_i w_i z_i / sum_i w_i for weights W (n, q) and atoms Z (n, d_z): ``mean``
-    (q, d_z), ``mass`` sum_i w_i (q,); NaN and flagged ``undefined`` where |sum_i w_i| <= 1e-12."""
+    """Self-normalised posterior mean sum_i w_i z_i / sum_i w_i.
+
+    Args:
+        W: (n, q) posterior weights.
+        Z: (n, d_z) atoms.
+
+    Returns:
+        ConditionalExpectation: ``mean`` (q, d_z), ``mass`` sum_i w_i (q,); NaN and flagged ``undefined`` where
+        |sum_i w_i| <= 1e-12.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or W with another number of rows than Z.
+    """
     W, Z = _weights_and_atoms(W, Z)
     return self_normalised_expectation(W.T @ Z, jnp.sum(W, axis=0))
 
 
 def posterior_expectation(W, K_ZV, c):
-    """E[f(Z) | x] for the RKHS function f = sum_l c_l k_Z(., v_l): W^T K_ZV c, (q,).
+    """E[f(Z) | x] for the RKHS function f = sum_l c_l k_Z(., v_l): W^T K_ZV c. For functions outside the RKHS use
+    the plug-in W^T h(Z).
 
-    K_ZV: (n, L) k_Z(z_i, v_l); c: (L,). For functions outside the RKHS use the plug-in W^T h(Z).
+    Args:
+        W: (n, q) posterior weights.
+        K_ZV: (n, L) k_Z(z_i, v_l).
+        c: (L,) coefficients of f.
+
+    Returns:
+        (q,) array.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or shapes that do not match.
     """
     W = as_matrix(W, "W")
     K_ZV = as_matrix(K_ZV, "K_ZV", (W.shape[0], None))
@@ -60,6 +87,10 @@ def posterior_spread(W, Z):
 
     Returns:
         (q, d_z, d_z) array of positive semidefinite matrices.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or W with another number of rows than Z.
     """
     W, Z = _weights_and_atoms(W, Z)
     V = jnp.maximum(W, 0.0)
@@ -70,11 +101,26 @@ def posterior_spread(W, Z):
 
 
 def decode_mode(W, Z, sigma_z, *, tol: float = 1e-8, max_iter: int = 100):
-    """Point decoding by Gaussian mean shift on the positive weights v = max(w, 0): (q, d_z).
+    """Point decoding by Gaussian mean shift on the positive weights v = max(w, 0).
 
     Starts at the atom with the largest sum_i v_i k(z_i, z_j) and iterates
     z <- sum v_i k(z_i, z) z_i / sum v_i k(z_i, z) until the step is below ``tol``. Columns whose
     positive weights all vanish fall back to the posterior mean sum_i w_i z_i.
+
+    Args:
+        W: (n, q) posterior weights.
+        Z: (n, d_z) atoms.
+        sigma_z: bandwidth > 0 of the Gaussian kernel.
+        tol: step size that ends the iteration.
+        max_iter: the most iterations.
+
+    Returns:
+        (q, d_z) array.
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or W with another number of rows than Z.
+            Also for sigma_z not positive.
     """
     check_positive(sigma_z, "sigma_z")
     kernel = RBF(sigma_z)

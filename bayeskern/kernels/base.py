@@ -19,6 +19,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from .._trees import tree_hash, trees_equal
 from .._validation import as_points, as_real_array, check_positive, check_same_dim, check_same_length
 
 __all__ = ["Kernel", "Sum", "Product", "Scaled", "TensorProduct", "as_float_param", "kernel_class"]
@@ -34,6 +35,9 @@ def kernel_class(name: str):
 
     Returns:
         The class, or None for a name bayeskern does not define (how saved files refuse foreign kernels).
+
+    Raises:
+        TypeError: for a name that is not a string.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a kernel class name (a string), got {name!r}")
@@ -68,6 +72,13 @@ class Kernel(abc.ABC):
                 raise RuntimeError(f"two kernel classes share the name {cls.__name__!r}")
             _KERNEL_CLASSES[cls.__name__] = cls
 
+    def __eq__(self, other) -> bool:
+        """The same kernel class with equal settings and equal hyperparameters (shape, dtype and values)."""
+        return trees_equal(self, other)
+
+    def __hash__(self) -> int:
+        return tree_hash(self)
+
     def tree_flatten(self):
         """(leaves, static settings): the pytree split of the kernel."""
         leaves = tuple(getattr(self, name) for name in self._leaves)
@@ -90,12 +101,36 @@ class Kernel(abc.ABC):
 
     # --- inputs -------------------------------------------------------------
     def prepare(self, X, name: str = "X"):
-        """Check and convert one input for this kernel: points (n, d) as a float array (pairs for tensor
-        products, integer labels for the indicator kernel). Raises ``ValueError`` naming ``name``."""
+        """Check and convert one input for this kernel, once, before traced code evaluates it.
+
+        Args:
+            X: the input: points (n, d) or (n,) for most kernels, a pair ``(X, Y)`` of aligned samples for a
+                tensor product, integer labels (n,) for the indicator kernel.
+            name: the argument name that error messages use.
+
+        Returns:
+            The input in the form :meth:`evaluate` takes: a float array (n, d) for points.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values or a shape the kernel cannot take; the message names ``name``.
+        """
         return as_points(X, name)
 
     def prepare_pair(self, X, Y):
-        """Prepare two inputs and check that their points have the same dimension."""
+        """Prepare two inputs and check that their points have the same dimension.
+
+        Args:
+            X: first input (n, ...), as for :meth:`prepare`.
+            Y: second input (m, ...).
+
+        Returns:
+            (X, Y) prepared.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values or points of different dimensions.
+        """
         X = self.prepare(X, "X")
         Y = self.prepare(Y, "Y")
         check_same_dim(X, Y, "X and Y")
@@ -103,33 +138,99 @@ class Kernel(abc.ABC):
 
     # --- public evaluation -------------------------------------------------
     def cross(self, X, Y):
-        """Cross-covariance matrix k(x_i, y_j): X (n, ...) and Y (m, ...) -> (n, m)."""
+        """Cross-covariance matrix k(x_i, y_j), checked and compiled.
+
+        Args:
+            X: (n, ...) first input.
+            Y: (m, ...) second input.
+
+        Returns:
+            (n, m) array of kernel values.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values or inputs of different dimensions.
+        """
         X, Y = self.prepare_pair(X, Y)
         return _compiled_cross(self, X, Y)
 
     def gram(self, X):
-        """Gram matrix k(x_i, x_j): X (n, ...) -> (n, n)."""
+        """Gram matrix k(x_i, x_j), checked and compiled.
+
+        Args:
+            X: (n, ...) input.
+
+        Returns:
+            (n, n) symmetric positive semidefinite array.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values or a shape the kernel cannot take.
+        """
         X = self.prepare(X, "X")
         return _compiled_cross(self, X, X)
 
     def diag(self, X):
-        """Diagonal k(x_i, x_i) of the Gram matrix without forming it: (n,)."""
+        """Diagonal k(x_i, x_i) of the Gram matrix, without forming the matrix.
+
+        Args:
+            X: (n, ...) input.
+
+        Returns:
+            (n,) array.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values or a shape the kernel cannot take.
+        """
         X = self.prepare(X, "X")
         return _compiled_paired(self, X, X)
 
     def paired(self, X, Y):
-        """Aligned evaluations k(x_i, y_i) for i = 1..n: (n,)."""
+        """Aligned evaluations k(x_i, y_i), i = 1..n.
+
+        Args:
+            X: (n, ...) first input.
+            Y: (n, ...) second input, row i paired with row i of X.
+
+        Returns:
+            (n,) array.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for non-finite values, inputs of different dimensions or different numbers of rows.
+        """
         X, Y = self.prepare_pair(X, Y)
         check_same_length(X, Y, "X and Y")
         return _compiled_paired(self, X, Y)
 
     @abc.abstractmethod
     def evaluate(self, X, Y):
-        """k on all pairs of prepared inputs (no checks; traceable): X (n, ...), Y (m, ...) -> (n, m)."""
+        """k on all pairs of prepared inputs: the unchecked fast path for traced code.
+
+        Args:
+            X: (n, ...) input prepared by :meth:`prepare`.
+            Y: (m, ...) input prepared by :meth:`prepare`.
+
+        Returns:
+            (n, m) array of kernel values.
+
+        Nothing is inspected, so nothing is raised here: inputs of the wrong shape fail inside JAX.
+        """
 
     @abc.abstractmethod
     def evaluate_paired(self, X, Y):
-        """k on aligned prepared inputs (no checks; traceable): X (n, ...), Y (n, ...) -> (n,)."""
+        """k on aligned prepared inputs: the unchecked fast path of :meth:`paired` for traced code.
+
+        Args:
+            X: (n, ...) input prepared by :meth:`prepare`.
+            Y: (n, ...) input prepared by :meth:`prepare`.
+
+        Returns:
+            (n,) array of k(x_i, y_i).
+
+        Nothing is inspected, so nothing is raised here: inputs of the wrong shape fail inside JAX.
+        """
 
     # --- algebra -------------------------------------------------------------
     def __add__(self, other):
@@ -158,6 +259,13 @@ class Sum(Kernel):
     Args:
         k1: first kernel.
         k2: second kernel, on the same inputs.
+
+    Attributes:
+        k1: the first kernel.
+        k2: the second kernel.
+
+    Raises:
+        TypeError: when k1 or k2 is not a Kernel.
     """
 
     _leaves = ("k1", "k2")
@@ -166,7 +274,7 @@ class Sum(Kernel):
         _check_kernels(k1=k1, k2=k2)
         self.k1, self.k2 = k1, k2
 
-    def prepare(self, X, name):
+    def prepare(self, X, name: str = "X"):
         return self.k1.prepare(X, name)
 
     def evaluate(self, X, Y):
@@ -182,6 +290,13 @@ class Product(Kernel):
     Args:
         k1: first kernel.
         k2: second kernel, on the same inputs (for kernels on different inputs use :class:`TensorProduct`).
+
+    Attributes:
+        k1: the first kernel.
+        k2: the second kernel.
+
+    Raises:
+        TypeError: when k1 or k2 is not a Kernel.
     """
 
     _leaves = ("k1", "k2")
@@ -190,7 +305,7 @@ class Product(Kernel):
         _check_kernels(k1=k1, k2=k2)
         self.k1, self.k2 = k1, k2
 
-    def prepare(self, X, name):
+    def prepare(self, X, name: str = "X"):
         return self.k1.prepare(X, name)
 
     def evaluate(self, X, Y):
@@ -206,6 +321,14 @@ class Scaled(Kernel):
     Args:
         base: the kernel.
         scale: signal variance > 0 (a pytree leaf).
+
+    Attributes:
+        base: the kernel that is scaled.
+        scale: () float array, the signal variance.
+
+    Raises:
+        TypeError: when base is not a Kernel.
+        ValueError: for a scale that is not a positive finite scalar.
     """
 
     _leaves = ("base", "scale")
@@ -218,7 +341,7 @@ class Scaled(Kernel):
         if self.scale.ndim != 0:
             raise ValueError(f"Scaled scale must be a scalar, got shape {self.scale.shape}")
 
-    def prepare(self, X, name):
+    def prepare(self, X, name: str = "X"):
         return self.base.prepare(X, name)
 
     def evaluate(self, X, Y):
@@ -237,26 +360,47 @@ class TensorProduct(Kernel):
     Args:
         k_x: kernel on the first component.
         k_y: kernel on the second component.
+
+    Attributes:
+        k_x: the kernel on the first component.
+        k_y: the kernel on the second component.
+
+    Raises:
+        TypeError: when k_x or k_y is not a Kernel.
     """
 
     _leaves = ("k_x", "k_y")
 
     def __init__(self, k_x: Kernel, k_y: Kernel):
+        _check_kernels(k_x=k_x, k_y=k_y)
         self.k_x, self.k_y = k_x, k_y
 
-    def prepare(self, XY, name):
-        if not isinstance(XY, (tuple, list)) or len(XY) != 2:
+    def prepare(self, X, name: str = "X"):
+        """Check one input of pairs: a tuple ``(A, B)`` of aligned samples, A for ``k_x`` and B for ``k_y``.
+
+        Args:
+            X: the pair ``(A, B)``, A (n, ...) and B (n, ...) with the same number of rows.
+            name: the argument name that error messages use (``name[0]``, ``name[1]`` for the components).
+
+        Returns:
+            The pair of prepared components.
+
+        Raises:
+            TypeError: for components that are not real numbers.
+            ValueError: for something other than a pair, non-finite values, or components of different lengths.
+        """
+        if not isinstance(X, (tuple, list)) or len(X) != 2:
             raise ValueError(f"{name} must be a pair (X, Y) of aligned samples for a TensorProduct kernel")
-        X = self.k_x.prepare(XY[0], f"{name}[0]")
-        Y = self.k_y.prepare(XY[1], f"{name}[1]")
-        check_same_length(X, Y, f"{name}[0] and {name}[1]")
-        return (X, Y)
+        A = self.k_x.prepare(X[0], f"{name}[0]")
+        B = self.k_y.prepare(X[1], f"{name}[1]")
+        check_same_length(A, B, f"{name}[0] and {name}[1]")
+        return (A, B)
 
-    def evaluate(self, A, B):
-        return self.k_x.evaluate(A[0], B[0]) * self.k_y.evaluate(A[1], B[1])
+    def evaluate(self, X, Y):
+        return self.k_x.evaluate(X[0], Y[0]) * self.k_y.evaluate(X[1], Y[1])
 
-    def evaluate_paired(self, A, B):
-        return self.k_x.evaluate_paired(A[0], B[0]) * self.k_y.evaluate_paired(A[1], B[1])
+    def evaluate_paired(self, X, Y):
+        return self.k_x.evaluate_paired(X[0], Y[0]) * self.k_y.evaluate_paired(X[1], Y[1])
 
 
 def _check_kernels(**kernels):

@@ -65,6 +65,10 @@ def block_row_reduce(fn, A, B, *, block_size: int = DEFAULT_BLOCK_SIZE):
 
     Returns:
         The per-row sums, leading dimension n. Traceable (use inside ``jit``); memory O(block_size^2).
+
+    Raises:
+        TypeError: for an fn that is not callable, a block_size that is not an integer, or arrays of non-real data.
+        ValueError: for a block_size below 1 or pytrees whose arrays disagree in their number of rows.
     """
     check_count(block_size, "block_size")
     if not callable(fn):
@@ -224,7 +228,8 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
         (n,) array; a RowShards when X is one.
 
     Raises:
-        ValueError: for non-finite inputs or mismatched dimensions.
+        TypeError: for a kernel that is not a Kernel or data that are not real numbers.
+        ValueError: for non-finite inputs, mismatched dimensions or a block_size below 1.
     """
     check_count(block_size, "block_size")
     Y = X if Y is None else Y
@@ -234,8 +239,22 @@ def kernel_row_sums(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOC
 
 
 def kernel_sum(kernel: Kernel, X, Y=None, *, block_size: int = DEFAULT_BLOCK_SIZE):
-    """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: the sum of :func:`kernel_row_sums`,
-    with the same arguments and errors; returns a scalar array (replicated on every process)."""
+    """Total sum_{i,j} k(x_i, y_j) of K(X, Y) (Y defaults to X), matrix-free: no block of K is stored, and for
+    Y = X only the blocks on and above the diagonal are evaluated.
+
+    Args:
+        kernel: the kernel.
+        X: (n, d) points, or a :class:`~bayeskern.sharding.RowShards`.
+        Y: optional (m, d) points, or a RowShards.
+        block_size: rows per block.
+
+    Returns:
+        () array (replicated on every process for RowShards).
+
+    Raises:
+        TypeError: for a kernel that is not a Kernel or data that are not real numbers.
+        ValueError: for non-finite inputs, mismatched dimensions or a block_size below 1.
+    """
     check_count(block_size, "block_size")
     symmetric = Y is None or Y is X
     X, Y = prepare_pair(kernel, X, X if symmetric else Y)

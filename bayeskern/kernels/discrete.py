@@ -15,14 +15,40 @@ class Indicator(Kernel):
     compression.
     """
 
-    def prepare(self, y, name):
-        return as_labels(y, name)
+    def prepare(self, X, name: str = "X"):
+        """Check one input of labels.
+
+        Args:
+            X: (n,) or (n, 1) integer or boolean labels (float arrays of whole numbers are accepted when concrete).
+            name: the argument name that error messages use.
+
+        Returns:
+            (n,) integer array.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for labels that are not whole numbers or not of shape (n,) or (n, 1).
+        """
+        return as_labels(X, name)
 
     def prepare_pair(self, X, Y):
+        """Prepare two inputs of labels (labels have no dimension to compare).
+
+        Args:
+            X: (n,) or (n, 1) labels.
+            Y: (m,) or (m, 1) labels.
+
+        Returns:
+            (X, Y) as (n,) and (m,) integer arrays.
+
+        Raises:
+            TypeError: for data that are not real numbers.
+            ValueError: for labels that are not whole numbers or of another shape.
+        """
         return self.prepare(X, "X"), self.prepare(Y, "Y")
 
-    def evaluate(self, a, b):
-        return (a[:, None] == b[None, :]).astype(jnp.result_type(float))
+    def evaluate(self, X, Y):
+        return (X[:, None] == Y[None, :]).astype(jnp.result_type(float))
 
-    def evaluate_paired(self, a, b):
-        return (a == b).astype(jnp.result_type(float))
+    def evaluate_paired(self, X, Y):
+        return (X == Y).astype(jnp.result_type(float))

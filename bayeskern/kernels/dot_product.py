@@ -2,7 +2,7 @@
 
 import jax.numpy as jnp
 
-from .._validation import check_count, check_nonnegative
+from .._validation import as_finite_array, check_count, check_nonnegative
 from .base import Kernel
 
 __all__ = ["Linear", "Polynomial"]
@@ -24,6 +24,14 @@ class Polynomial(Kernel):
     Args:
         degree: integer degree >= 1 (static structure).
         offset: offset >= 0 (a pytree leaf).
+
+    Attributes:
+        degree: the integer degree.
+        offset: () float array, the offset.
+
+    Raises:
+        TypeError: for a degree that is not an integer.
+        ValueError: for a degree below 1 or an offset that is negative or not finite.
     """
 
     _leaves = ("offset",)
@@ -32,7 +40,7 @@ class Polynomial(Kernel):
     def __init__(self, degree: int = 2, offset=1.0):
         check_count(degree, "degree")
         self.degree = degree
-        offset = jnp.asarray(offset, dtype=jnp.result_type(float))
+        offset = as_finite_array(offset, "Polynomial offset").astype(jnp.result_type(float))
         self.offset = check_nonnegative(offset, "Polynomial offset")
 
     def evaluate(self, X, Y):

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
 
-from .._validation import as_finite_array, as_real_array, check_count, check_finite, check_positive, is_concrete
+from .._validation import (as_finite_array, as_matrix, as_real_array, check_count, check_finite, check_positive,
+                           is_concrete)
 from .base import Kernel, as_float_param
 
 __all__ = ["squared_distances", "Stationary", "RBF", "RBFFull", "Matern12", "Matern32", "Matern52", "RationalQuadratic",
@@ -39,7 +40,8 @@ def squared_distances(Xs, Ys):
         (n, m) array.
 
     Raises:
-        TypeError / ValueError: for non-real or non-finite input, or arrays that are not (n, d) and (m, d).
+        TypeError: for input that is not real numbers.
+        ValueError: for non-finite input, or arrays that are not (n, d) and (m, d).
     """
     Xs, Ys = as_real_array(Xs, "Xs"), as_real_array(Ys, "Ys")
     if Xs.ndim != 2 or Ys.ndim != 2 or Xs.shape[1] != Ys.shape[1]:
@@ -68,6 +70,17 @@ class Stationary(Kernel):
     """Base class of stationary kernels k(x, y) = profile(r^2), r^2 = ||(x - y) / l||^2.
 
     Subclasses define :meth:`profile`; the lengthscale (scalar or (D,) for ARD) is a pytree leaf.
+
+    Args:
+        lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+
+    Raises:
+        TypeError: for a lengthscale that is not a real number.
+        ValueError: for a lengthscale that is not positive and finite, is so small that 1 / l^2 overflows, or
+            has more than one axis.
     """
 
     _leaves = ("lengthscale",)
@@ -92,7 +105,18 @@ class Stationary(Kernel):
         return X / ls
 
     def sqdist(self, X, Y):
-        """Scaled squared distances r^2(x_i, y_j): (n, m)."""
+        """Scaled squared distances r^2(x_i, y_j) = ||(x_i - y_j) / l||^2 of prepared points (traceable).
+
+        Args:
+            X: (n, D) points.
+            Y: (m, D) points.
+
+        Returns:
+            (n, m) array.
+
+        Raises:
+            ValueError: for an ARD lengthscale of another length than D.
+        """
         Xs, Ys = self._scaled(X), self._scaled(Y)
         return squared_distances(Xs, Ys) if self._smooth_in_r2 else _sqdist_exact(Xs, Ys)
 
@@ -104,7 +128,16 @@ class Stationary(Kernel):
 
     @abc.abstractmethod
     def profile(self, r2):
-        """k as a function of the scaled squared distance."""
+        """The kernel as a function of the scaled squared distance: k(x, y) = profile(r^2) (traceable).
+
+        Args:
+            r2: array of scaled squared distances r^2 >= 0, any shape.
+
+        Returns:
+            Array of kernel values, the shape of r2.
+
+        Nothing is inspected, so nothing is raised here (the unchecked path of :meth:`evaluate`).
+        """
 
 
 class RBF(Stationary):
@@ -112,6 +145,12 @@ class RBF(Stationary):
 
     Args:
         lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+
+    Raises:
+        ValueError: for a lengthscale that is not positive and finite (or too small: 1 / l^2 overflows).
 
     Examples:
         >>> import numpy as np, bayeskern as bk
@@ -133,6 +172,12 @@ class Matern12(Stationary):
 
     Args:
         lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+
+    Raises:
+        ValueError: for a lengthscale that is not positive and finite.
     """
 
     def profile(self, r2):
@@ -144,6 +189,12 @@ class Matern32(Stationary):
 
     Args:
         lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+
+    Raises:
+        ValueError: for a lengthscale that is not positive and finite.
     """
 
     def profile(self, r2):
@@ -156,6 +207,12 @@ class Matern52(Stationary):
 
     Args:
         lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+
+    Raises:
+        ValueError: for a lengthscale that is not positive and finite.
     """
 
     def profile(self, r2):
@@ -169,6 +226,13 @@ class RationalQuadratic(Stationary):
     Args:
         lengthscale: l > 0, a scalar or a (D,) vector (ARD: one lengthscale per input dimension).
         alpha: shape alpha > 0 (alpha -> infinity gives the RBF).
+
+    Attributes:
+        lengthscale: () or (D,) float array, the lengthscale l.
+        alpha: () float array, the shape alpha.
+
+    Raises:
+        ValueError: for a lengthscale or alpha that is not positive and finite.
     """
 
     _leaves = ("lengthscale", "alpha")
@@ -188,10 +252,14 @@ class RBFFull(Kernel):
     RBF(l) is the case L = l I.
 
     Args:
-        scale_tril: (D, D) lower-triangular L with positive diagonal, Sigma = L L^T.
+        scale_tril: (D, D) lower-triangular L with positive diagonal, Sigma = L L^T (entries above the diagonal
+            are ignored).
+
+    Attributes:
+        scale_tril: (D, D) float array, the lower-triangular factor L.
 
     Raises:
-        ValueError: for a non-square matrix or a diagonal that is not positive.
+        ValueError: for a non-square matrix, non-finite entries or a diagonal that is not positive.
     """
 
     _leaves = ("scale_tril",)
@@ -207,10 +275,20 @@ class RBFFull(Kernel):
 
     @classmethod
     def from_covariance(cls, Sigma):
-        """RBFFull with the given SPD covariance Sigma (D, D)."""
-        Sigma = jnp.asarray(Sigma, dtype=jnp.result_type(float))
+        """The kernel with a given covariance, through its Cholesky factor.
+
+        Args:
+            Sigma: (D, D) symmetric positive definite covariance.
+
+        Returns:
+            RBFFull: the kernel exp(-(x - y)^T Sigma^{-1} (x - y) / 2).
+
+        Raises:
+            ValueError: when Sigma is not symmetric positive definite.
+        """
+        Sigma = as_matrix(Sigma, "Sigma", square=True)
         L = jnp.linalg.cholesky(Sigma)
-        if is_concrete(L) and not bool(jnp.all(jnp.isfinite(L))):
+        if is_concrete(L) and not (bool(jnp.all(jnp.isfinite(L))) and bool(jnp.allclose(Sigma, Sigma.T))):
             raise ValueError("Sigma must be symmetric positive definite")
         return cls(L)
 

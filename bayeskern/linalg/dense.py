@@ -54,14 +54,23 @@ def _lower_solve(L, B):
 def jittered_cholesky(A, *, jitter: float = 1e-10, max_tries: int = 8):
     """Lower Cholesky factor of a symmetric PSD matrix, adding jitter only if needed.
 
-    Tries ``A``, then ``A + jitter * 10^(t-1) * mean(diag A) * I`` for t = 1..max_tries,
-    stopping at the first finite factor. Returns ``(L, added, ok)``: the factor,
-    the jitter actually added, and whether a finite factor was found (False for a matrix holding NaN: the flag,
-    not an exception, since this runs inside traced code). Traceable and differentiable (``jit``, ``grad``,
-    ``vmap``): the derivative is the Cholesky derivative at the factor found, with the added jitter held constant.
+    Tries ``A``, then ``A + jitter * 10^(t-1) * mean(diag A) * I`` for t = 1..max_tries, stopping at the first
+    finite factor. Traceable and differentiable (``jit``, ``grad``, ``vmap``): the derivative is the Cholesky
+    derivative at the factor found, with the added jitter held constant.
+
+    Args:
+        A: (n, n) symmetric positive semidefinite matrix (only its symmetric part is used).
+        jitter: the first relative jitter, > 0.
+        max_tries: jittered attempts after the plain one, >= 1.
+
+    Returns:
+        (L, added, ok): the (n, n) lower factor, the () jitter actually added, and the () flag whether a finite
+        factor was found (False for a matrix holding NaN: a flag, not an exception, since this runs inside traced
+        code).
 
     Raises:
-        TypeError / ValueError: A is not a real square matrix, jitter is not positive or max_tries not a count.
+        TypeError: for A not real, or max_tries not an integer.
+        ValueError: for A not a square matrix, jitter not positive or max_tries below 1.
     """
     A = _square(A, "A")
     check_positive(jitter, "jitter")
@@ -119,9 +128,24 @@ def _jittered_factor_jvp(jitter, max_tries, primals, tangents):
 
 
 def cholesky(A, *, what: str = "A", jitter: float = 1e-10, max_tries: int = 8):
-    """Eager :func:`jittered_cholesky` that raises :class:`CholeskyError` on failure.
+    """:func:`jittered_cholesky` that raises :class:`CholeskyError` on failure.
 
-    Under tracing it returns the factor unchecked (the caller propagates ``ok``).
+    Under tracing nothing can be raised: the factor comes back unchecked (traced callers use
+    :func:`jittered_cholesky` and propagate its flag).
+
+    Args:
+        A: (n, n) symmetric positive definite matrix.
+        what: the name error messages give A.
+        jitter: the first relative jitter, > 0.
+        max_tries: jittered attempts after the plain one, >= 1.
+
+    Returns:
+        (n, n) lower-triangular factor L with L L^T = A + added I.
+
+    Raises:
+        TypeError: for A not real.
+        ValueError: for A not a finite square matrix.
+        CholeskyError: when no finite factor was found, even with the largest jitter.
     """
     A = check_finite(_square(A, what), what)
     L, added, ok = jittered_cholesky(A, jitter=jitter, max_tries=max_tries)
@@ -134,7 +158,19 @@ def cholesky(A, *, what: str = "A", jitter: float = 1e-10, max_tries: int = 8):
 
 
 def cho_solve_psd(L, B):
-    """Solve (L L^T) X = B given the lower Cholesky factor L (n, n); B: (n,) or (n, k)."""
+    """Solve (L L^T) X = B given the lower Cholesky factor L.
+
+    Args:
+        L: (n, n) lower-triangular factor.
+        B: (n,) or (n, k) right-hand side.
+
+    Returns:
+        X, the shape of B.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs, L not square or B of another number of rows.
+    """
     return cho_solve_unchecked(*_factor_and_rhs(L, B))
 
 
@@ -144,7 +180,18 @@ def cho_solve_unchecked(L, B):
 
 
 def logdet_from_cholesky(L):
-    """log det(L L^T) for a lower Cholesky factor L (n, n)."""
+    """log det(L L^T) = 2 sum_i log L_ii for a lower Cholesky factor.
+
+    Args:
+        L: (n, n) lower-triangular factor with positive diagonal.
+
+    Returns:
+        () array.
+
+    Raises:
+        TypeError: for L not real.
+        ValueError: for L not a finite square matrix.
+    """
     return logdet_unchecked(check_finite(_square(L, "L"), "L"))
 
 
@@ -154,7 +201,19 @@ def logdet_unchecked(L):
 
 
 def whiten(L, B):
-    """L^{-1} B for lower-triangular L (n, n) and B (n,) or (n, k) (differentiable in L and B)."""
+    """L^{-1} B for lower-triangular L (differentiable in L and B, by triangular solves).
+
+    Args:
+        L: (n, n) lower-triangular matrix (entries above the diagonal are ignored).
+        B: (n,) or (n, k) right-hand side.
+
+    Returns:
+        L^{-1} B, the shape of B.
+
+    Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs, L not square or B of another number of rows.
+    """
     return _lower_solve(*_factor_and_rhs(L, B))
 
 
@@ -169,7 +228,16 @@ def spd_solve(A, B):
     Differentiated as a linear solve (``lax.custom_linear_solve``): the adjoint reuses the factor, so a
     gradient costs O(n^2) more per right-hand side instead of differentiating the O(n^3) factorisation.
 
+    Args:
+        A: (n, n) symmetric positive definite matrix.
+        B: (n,) or (n, k) right-hand side.
+
+    Returns:
+        X = A^{-1} B, the shape of B.
+
     Raises:
+        TypeError: for data that are not real numbers.
+        ValueError: for non-finite inputs, A not square or B of another number of rows.
         CholeskyError: A is not positive definite even with jitter (called on concrete arrays; under ``jit`` the
             solution is NaN instead, for the caller to check).
     """

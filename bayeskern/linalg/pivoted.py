@@ -24,8 +24,12 @@ class PivotedCholesky(NamedTuple):
     """K ~ L L^T from m greedy pivots: column j of L is the Schur complement's column at the j-th pivot,
     scaled by the square root of its pivot entry (the pivot is the largest remaining diagonal entry).
 
-    L: (n, m); B_tilde: (m, m) upper triangular, the compact bi-orthogonal factor (B = P B_tilde, B^T L = I,
-    K B = L); pivots: (m,) distinct indices; residual: (n,) diag(K - L L^T) >= 0.
+    Attributes:
+        L: (n, m) the factor.
+        B_tilde: (m, m) upper triangular, the compact bi-orthogonal factor (B = P B_tilde, B^T L = I, K B = L).
+        pivots: (m,) distinct row indices, in the order chosen.
+        residual: (n,) diag(K - L L^T) >= 0.
+        rank: m, the number of pivots.
     """
 
     L: jax.Array
@@ -35,6 +39,7 @@ class PivotedCholesky(NamedTuple):
 
     @property
     def rank(self) -> int:
+        """m, the number of pivots (columns of L)."""
         return self.L.shape[1]
 
 
@@ -48,6 +53,20 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     X may be a :class:`~bayeskern.sharding.RowShards`: each device then holds its rows of L and of the residual
     (zero on padded rows, which are never pivots), and each step exchanges only the candidate pivot rows; pivot
     indices refer to the padded global rows.
+
+    Args:
+        kernel: the kernel k.
+        X: (n, d) points (or what ``kernel.prepare`` takes), or a RowShards.
+        tol: relative trace tolerance in [0, 1).
+        max_rank: the largest number of pivots m, in [1, n] (default n).
+
+    Returns:
+        PivotedCholesky: the factor L (n, m), B_tilde, the pivots and the residual diagonal.
+
+    Raises:
+        TypeError: for data that are not real numbers, or max_rank not an integer.
+        ValueError: for non-finite points, tol outside [0, 1) or max_rank outside [1, n].
+        RuntimeError: when float64 is off.
     """
     require_x64("pivoted_cholesky")
     sharded = isinstance(X, RowShards)
