@@ -205,7 +205,9 @@ def test_chain_methods_run_the_same_chains_and_time_the_phases():
                              chain_method=method, progress_bar=False) for method in ("parallel", "sequential",
                                                                                     "vectorized")}
     np.testing.assert_array_equal(runs["parallel"].samples["mu"], runs["sequential"].samples["mu"])
-    np.testing.assert_allclose(runs["vectorized"].samples["mu"], runs["parallel"].samples["mu"], rtol=1e-9)
+    # the batched program rounds differently from the unbatched one, and 230 transitions carry that along (up to
+    # 4e-9 relative at LLVM level 0, 1e-10 at XLA's default level); another chain's key would differ by O(1)
+    np.testing.assert_allclose(runs["vectorized"].samples["mu"], runs["parallel"].samples["mu"], rtol=1e-7)
     for run in runs.values():
         assert run.samples["mu"].shape == (3, 130)   # 130 = a full chunk of 100 and one of 30
         t = run.timings
