@@ -49,7 +49,7 @@ def rng():
 
 # Every compiled program JAX keeps alive holds about ten memory mappings on a CPU (its machine code and data,
 # mapped by XLA's JIT). JAX caches each jitted function's programs for the life of the process, so a single process
-# that compiles the whole suite's ~6000 distinct programs passes Linux's per-process limit of mappings
+# that compiles the whole suite's ~10^4 programs passes Linux's per-process limit of mappings
 # (vm.max_map_count, 65530 by default) and XLA aborts while mapping the next one. Between test files, once the
 # process holds more than half of that limit, the caches are cleared: later files recompile what they use.
 def _map_budget():
