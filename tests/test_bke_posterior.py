@@ -79,3 +79,13 @@ def test_witness_from_hyperparameter_draws(rng):
         witness_posterior(XP, XQ, grid=grid, hyper_draws=draws)
     with pytest.raises(ValueError, match="band must lie"):
         witness_posterior(XP, XQ, RBF(1.0), grid=grid, band=1.0)
+
+
+def test_a_second_witness_posterior_over_draws_reuses_its_program(caplog):
+    XP, XQ = bk.datasets.normal_vs_laplace(40, seed=1)
+    grid = np.linspace(-2, 2, 7)[:, None]
+    witness_posterior(XP, XQ, grid=grid, hyper_draws={"lengthscale": np.full(3, 0.7)}, key=jax.random.key(0))
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        caplog.clear()
+        witness_posterior(XP, XQ, 1.3, grid=grid, hyper_draws={"lengthscale": np.full(3, 0.9)}, key=jax.random.key(1))
+    assert not any(r.getMessage().startswith("Compiling jit(_witness_draws)") for r in caplog.records)

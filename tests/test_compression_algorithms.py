@@ -219,3 +219,17 @@ def test_bad_inputs_are_named(data):
         jkip(x, -np.ones(40, int), 5, key=key, progress_bar=False)
     with pytest.raises(ValueError, match="became non-finite after"):  # a NaN never reaches a returned trace
         ackip(x, y, 5, key=key, lam_c=1e-2, num_steps=20, optimizer=optax.adam(float("nan")), progress_bar=False)
+
+
+def test_a_second_call_reuses_the_compiled_optimisation(data, caplog):
+    """The loss is a static argument of the compiled rounds: it must be the same object for the same settings, or
+    every call compiles the rounds anew (a new functools.partial per call did) and JAX keeps every program."""
+    x, y = data
+    for method in (ackip, jkip):
+        method(x, y, 5, key=jax.random.key(0), num_steps=10, n_init=2, lam_c=1e-2, progress_bar=False)
+        with jax.log_compiles(True), caplog.at_level("WARNING"):
+            caplog.clear()
+            method(x, y, 5, key=jax.random.key(1), num_steps=10, n_init=2, lam_c=1e-2, progress_bar=False)
+        compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
+        assert not any(m.startswith(("Compiling jit(_round)", "Compiling jit(_loss_value)")) for m in compiled), \
+            compiled
