@@ -100,13 +100,8 @@ def fitted(cls):
     data = [f.name for f in fields if not f.metadata.get("static")]
     jax.tree_util.register_dataclass(cls, data_fields=data, meta_fields=meta)
     cls.save = _save_method
-    cls.__eq__, cls.__hash__ = _fitted_eq, tree_hash
+    cls.__eq__, cls.__hash__ = trees_equal, tree_hash
     return saveable(cls)
-
-
-def _fitted_eq(self, other) -> bool:
-    """The same class, equal settings and equal arrays."""
-    return trees_equal(self, other)
 
 
 def _save_method(self, path) -> None:

@@ -147,9 +147,7 @@ class RowShards:
         if not index or not (isinstance(index[0], slice) and index[0] == slice(None)):
             raise TypeError(f"RowShards can be indexed on its columns only, as rows[:, columns] (got index {index!r}); "
                             "rows.take(row_index) gathers chosen rows into one array")
-        values = self.values[(slice(None),) + index[1:]]
-        if values.ndim == 0 or values.shape[0] != self.values.shape[0]:
-            raise TypeError(f"index {index!r} would not keep the row axis first; index the columns only")
+        values = self.values[(slice(None),) + index[1:]]  # the row axis stays first and whole
         sharding = NamedSharding(self.mesh, PartitionSpec(AXIS, *([None] * (values.ndim - 1))))
         return self.with_values(jax.device_put(values, sharding))
 

@@ -14,7 +14,7 @@ import griffe
 def _literal(value) -> bool:
     try:
         ast.literal_eval(str(value))
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    except (ValueError, SyntaxError, TypeError):
         return False
     return True
 

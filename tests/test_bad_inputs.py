@@ -177,6 +177,8 @@ CASES = [
     ("bke.witness_posterior", "draws of unequal length", lambda f: bke.witness_posterior(
         X, Y, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.ones(3), "tau2": np.ones(2)}), ValueError,
      "share their number of draws"),
+    ("bke.witness_posterior", "kernel and draws", lambda f: bke.witness_posterior(
+        X, Y, 1.3, grid=X[:5], key=KEY, hyper_draws={"lengthscale": np.ones(2)}), ValueError, "kernel applies to fixed"),
     ("bke.witness_posterior", "draws not a dict", lambda f: bke.witness_posterior(X, Y, grid=X[:5], key=KEY, hyper_draws=[1.0]),
      TypeError, "hyper_draws must be a non-empty dict"),
 ]
@@ -433,7 +435,7 @@ COUNTS = [
 ]
 KEYS = [
     ("median_heuristic", lambda key: bk.median_heuristic(X, max_points=10, key=key), "key"),
-    ("bke.witness_posterior", lambda key: bke.witness_posterior(X, Y, k, grid=X[:5], key=key, hyper_draws={"lengthscale": np.ones(3)}, make_kernel=lambda d: bk.RBF(d["lengthscale"])), "key"),
+    ("bke.witness_posterior", lambda key: bke.witness_posterior(X, Y, grid=X[:5], key=key, hyper_draws={"lengthscale": np.ones(3)}, make_kernel=lambda d: bk.RBF(d["lengthscale"])), "key"),
     ("compression.ackh", lambda key: cp.ackh(X, y1, 5, key=key, lam_c=1e-2), "key"),
     ("compression.jkip", lambda key: cp.jkip(X, y1, 5, key=key), "key"),
     ("compression.data.train_val_test_split", lambda key: cdata.train_val_test_split(X, y1, key), "key"),

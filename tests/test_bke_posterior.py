@@ -87,5 +87,15 @@ def test_a_second_witness_posterior_over_draws_reuses_its_program(caplog):
     witness_posterior(XP, XQ, grid=grid, hyper_draws={"lengthscale": np.full(3, 0.7)}, key=jax.random.key(0))
     with jax.log_compiles(True), caplog.at_level("WARNING"):
         caplog.clear()
-        witness_posterior(XP, XQ, 1.3, grid=grid, hyper_draws={"lengthscale": np.full(3, 0.9)}, key=jax.random.key(1))
+        witness_posterior(XP, XQ, tau2=1.3, grid=grid, hyper_draws={"lengthscale": np.full(3, 0.9)}, key=jax.random.key(1))
     assert not any(r.getMessage().startswith("Compiling jit(_witness_draws)") for r in caplog.records)
+
+
+def test_integer_lengthscale_draws_keep_a_fractional_tau2():
+    """The default tau2 fills a float array whatever the dtype of the lengthscale draws (an integer fill truncated
+    tau2 = 0.5 to 0)."""
+    XP, XQ = bk.datasets.normal_vs_laplace(40, seed=2)
+    grid = np.linspace(-2, 2, 5)[:, None]
+    as_int = witness_posterior(XP, XQ, tau2=0.5, grid=grid, hyper_draws={"lengthscale": np.ones(3, int)}, key=jax.random.key(0))
+    as_float = witness_posterior(XP, XQ, tau2=0.5, grid=grid, hyper_draws={"lengthscale": np.ones(3)}, key=jax.random.key(0))
+    np.testing.assert_allclose(as_int.draws, as_float.draws, rtol=1e-12)

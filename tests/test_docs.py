@@ -422,7 +422,7 @@ def test_the_section_check_fails_on_a_function_without_sections():
     assert missing_sections("undocumented_argument", undocumented_argument) == [
         "undocumented_argument: Args does not describe ['k']"]
     assert missing_sections("complete", complete) == [] and missing_sections("no_value", no_value) == []
-    assert missing_sections("no_raises", lambda: 1) == ["no_raises: no docstring"]
+    assert missing_sections("undocumented", lambda: 1) == ["undocumented: no docstring"]
 
     @dataclasses.dataclass
     class Record:

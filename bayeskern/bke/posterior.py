@@ -216,8 +216,10 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
         (G, G), and ``fraction_excluding_zero``.
 
     Raises:
-        ValueError: for samples or a grid of different dimensions, neither ``kernel`` nor ``hyper_draws``, draws
-            without a lengthscale (and no ``make_kernel``), a missing key, or a band outside (0, 1).
+        TypeError: for hyper_draws that are not a non-empty dict of arrays.
+        ValueError: for samples or a grid of different dimensions, neither or both of ``kernel`` and
+            ``hyper_draws``, draws without a lengthscale (and no ``make_kernel``), empty, unequal-length, non-finite or
+            non-positive draws, a missing key, or a band outside (0, 1).
         ArithmeticError: when a witness draw is not finite (a posterior covariance could not be factorised).
 
     Examples:
@@ -247,13 +249,16 @@ def witness_posterior(XP, XQ, kernel: Kernel | None = None, tau2=1.0, *, grid, h
         raise ValueError("hyper_draws need a PRNG key (key=...) for the embedding draws")
     if prior_cov is not None:
         raise ValueError("prior_cov applies to fixed hyperparameters only; with hyper_draws r_theta follows each draw")
+    if kernel is not None:
+        raise ValueError("kernel applies to fixed hyperparameters only: with hyper_draws each draw makes the kernel "
+                         "(pass make_kernel for kernels other than the RBF)")
     default_kernel = make_kernel is None
     draws = _checked_draws(hyper_draws, positive=("lengthscale", "tau2") if default_kernel else ())
     S = len(next(iter(draws.values())))
     if default_kernel:  # a module-level make_kernel: the compiled draws are reused by later calls
         if "lengthscale" not in draws:
             raise ValueError(f"hyper_draws need a 'lengthscale' entry (or pass make_kernel), got {sorted(draws)}")
-        draws.setdefault("tau2", jnp.full(S, check_positive(tau2, "tau2"), dtype=draws["lengthscale"].dtype))
+        draws.setdefault("tau2", jnp.full(S, check_positive(tau2, "tau2"), dtype=jnp.result_type(float)))
         make_kernel = _se_kernel_from_draw
     XP, XQ = as_points(XP, "XP"), as_points(XQ, "XQ")
     out = np.asarray(_witness_draws(make_kernel, draws, XP, XQ, grid, jax.random.split(key, S)))
