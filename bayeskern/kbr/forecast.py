@@ -1,0 +1,457 @@
+"""One-step-ahead forecasting of an observed series with the kernel Bayes filter: lag designs, the validated choice
+of lags, transform and filter hyperparameters, and sequential conformal bands (user guide, forecasting)."""
+
+import math
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from .._config import require_x64
+from .._validation import as_finite_array, check_count, check_positive
+from ..kernels.heuristics import median_heuristic
+from .filter import ETA_GRID, KernelBayesFilter, OutOfRangeWarning, _loo_eta
+
+__all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
+           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "RANGE_MARGIN"]
+
+FORECAST_C_GRID = (0.5, 1.0, 2.0)
+"""Bandwidth multipliers (of the median distance of the lag vectors) validated by :func:`tune_forecaster`."""
+FORECAST_LAMBDA_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
+"""KBR ridges (operator scale) validated by :func:`tune_forecaster`; the largest shrinks towards the prior mean."""
+RANGE_MARGIN = 0.1
+"""A candidate whose validation forecasts leave the training range of the series by more than this share of the
+range (on either side) is not chosen."""
+
+
+class ForecastDesign(NamedTuple):
+    """How a series becomes a filtering problem.
+
+    Attributes:
+        lags: the lags l whose values y_{t-l} form the observation x_t (increasing).
+        difference: whether the filter models the first differences u_t = y_t - y_{t-1} (True) or the
+            standardised levels u_t = y_t (False).
+    """
+
+    lags: tuple
+    difference: bool
+
+
+class Candidate(NamedTuple):
+    """One validated filter: design, hyperparameters and its validation error.
+
+    Attributes:
+        design: the :class:`ForecastDesign`.
+        c: bandwidth multiplier of the median distance (observations and latents).
+        lam: KBR ridge.
+        eta: KuLSIF ridge (leave-one-out).
+        mse: validation mean squared one-step error, per coordinate, in standardised units.
+        in_range: whether every validation forecast stayed in the widened training range.
+    """
+
+    design: ForecastDesign
+    c: float
+    lam: float
+    eta: float
+    mse: float
+    in_range: bool
+
+
+class ForecastTuning(NamedTuple):
+    """The validated choice of :func:`tune_forecaster`.
+
+    Attributes:
+        best: the chosen :class:`Candidate`, or None when no filter beat both baselines on validation.
+        fallback: ``"persistence"`` or ``"prior mean"`` when ``best`` is None (that baseline forecasts), else None.
+        candidates: every validated :class:`Candidate` (the best of each design's hyperparameter grid).
+        persistence_mse: validation mean squared error of persistence (y_t forecast by y_{t-1}).
+        prior_mean_mse: validation mean squared error of the training mean.
+        validation_errors: (V, d) one-step errors of the chosen forecaster on the validation steps, in
+            standardised units (for the conformal band).
+        num_validation: V, the number of validation steps.
+    """
+
+    best: Candidate | None
+    fallback: str | None
+    candidates: tuple
+    persistence_mse: float
+    prior_mean_mse: float
+    validation_errors: np.ndarray
+    num_validation: int
+
+
+def _as_series(y, name: str) -> np.ndarray:
+    """A series as a float (T, d) array: (T,) becomes (T, 1).
+
+    Args:
+        y: (T,) or (T, d) real finite values.
+        name: the argument's name, for errors.
+
+    Returns:
+        (T, d) float64 (float with x64 off) NumPy array.
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values or another number of dimensions.
+    """
+    y = np.asarray(as_finite_array(y, name), dtype=float)
+    if y.ndim == 1:
+        y = y[:, None]
+    if y.ndim != 2:
+        raise ValueError(f"{name} must have shape (T,) or (T, d), got {y.shape}")
+    return y
+
+
+def lag_design(u, lags):
+    """Observations and latents of a lagged series: x_t = (u_{t-l})_{l in lags}, z_t = (u_t, x_t).
+
+    Args:
+        u: (T,) or (T, d) series.
+        lags: increasing positive integer lags, the largest below T.
+
+    Returns:
+        (X, Z): X of shape (T - p, d |lags|) and Z of shape (T - p, d (1 + |lags|)), rows t = p..T-1 with p the
+        largest lag; the first d columns of Z are u_t.
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values, lags that are not increasing positive integers or a largest lag >= T.
+    """
+    u = _as_series(u, "u")
+    lags = _check_lags(lags)
+    p = max(lags)
+    T = u.shape[0]
+    if p >= T:
+        raise ValueError(f"the largest lag must be below the series length {T}, got {p}")
+    X = np.concatenate([u[p - lag: T - lag] for lag in lags], axis=1)
+    return X, np.concatenate([u[p:], X], axis=1)
+
+
+def seasonal_period(y, max_period: int) -> int | None:
+    """The seasonal period of a series: the lag s in [4, max_period] with the largest autocorrelation of the first
+    differences, when that autocorrelation is a local peak above 2 / sqrt(T) (the 95 % white-noise band).
+
+    Args:
+        y: (T,) or (T, d) series (the coordinates' autocorrelations are averaged).
+        max_period: largest period considered (at most T / 3 is used).
+
+    Returns:
+        int or None (no season).
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values or max_period below 1.
+    """
+    y = _as_series(y, "y")
+    max_period = check_count(max_period, "max_period")
+    u = np.diff(y, axis=0)
+    u = u - u.mean(axis=0)
+    T = u.shape[0]
+    max_period = min(max_period, T // 3)
+    if max_period < 4:
+        return None
+    denom = np.sum(u**2, axis=0)
+    denom = np.where(denom > 0, denom, 1.0)
+    acf = np.array([np.mean(np.sum(u[s:] * u[:-s], axis=0) / denom) for s in range(1, max_period + 2)])
+    s = int(np.argmax(acf[3:max_period])) + 4  # acf[k] is lag k + 1
+    peak = acf[s - 1] >= acf[s - 2] and acf[s - 1] >= acf[s]
+    return s if peak and acf[s - 1] > 2 / math.sqrt(T) else None
+
+
+def _aic_order(y, max_order: int) -> int:
+    """The order p in 1..max_order of a least-squares autoregression of y with the smallest AIC,
+    n log det(residual covariance) + 2 (p d + 1) d, all orders fitted on the same rows.
+
+    Args:
+        y: (T, d) series.
+        max_order: largest order, < T / 2.
+
+    Returns:
+        int.
+    """
+    T, d = y.shape
+    best = (np.inf, 1)
+    for p in range(1, max_order + 1):
+        X, Z = lag_design(y, tuple(range(1, p + 1)))
+        X, U = X[max_order - p:], Z[max_order - p:, :d]
+        A = np.hstack([np.ones((X.shape[0], 1)), X])
+        resid = U - A @ np.linalg.lstsq(A, U, rcond=None)[0]
+        logdet = np.linalg.slogdet(np.atleast_2d(resid.T @ resid / resid.shape[0]))[1]
+        best = min(best, (resid.shape[0] * logdet + 2 * (p * d + 1) * d, p))
+    return best[1]
+
+
+def _candidate_lags(season: int | None, max_lag: int, order: int | None = None) -> list:
+    """The lag sets :func:`tune_forecaster` validates: (1..p) for p in 1, 2, 4, 8 and the AIC order up to
+    ``max_lag``, and with a season s (1, 2, s) and (1, 2, s - 1, s, s + 1) where s + 1 <= max_lag.
+
+    Args:
+        season: seasonal period, or None.
+        max_lag: the largest lag allowed.
+        order: the order of the autoregression chosen by AIC (``_aic_order``), or None.
+
+    Returns:
+        list of lag tuples.
+    """
+    orders = sorted({p for p in (1, 2, 4, 8, order or 1) if p <= max_lag})
+    sets = [tuple(range(1, p + 1)) for p in orders]
+    if season is not None and season + 1 <= max_lag and season > 3:
+        sets += [(1, 2, season), (1, 2, season - 1, season, season + 1)]
+    return sets
+
+
+def _standardised(y_train, y):
+    centre, scale = y_train.mean(axis=0), y_train.std(axis=0)
+    return (y - centre) / np.where(scale > 0, scale, 1.0)
+
+
+def _design_rows(s, design: ForecastDesign):
+    """(X, Z, base, offset): the lag design of the standardised series s (T, d); the forecast of s_t is
+    base_t + (first d coordinates of the filtered mean), row r of X forecasting s at time r + offset."""
+    u = np.diff(s, axis=0) if design.difference else s
+    X, Z = lag_design(u, design.lags)
+    offset = max(design.lags) + int(design.difference)
+    base = s[offset - 1: -1] if design.difference else np.zeros_like(s[offset:])
+    return X, Z, base, offset
+
+
+def _linear_mean(X, U):
+    """Least-squares autoregression U ~ b + X B on the fit rows: a function X -> (n, d) predictions.
+
+    Args:
+        X: (n, k) lag vectors.
+        U: (n, d) targets.
+
+    Returns:
+        callable (m, k) -> (m, d).
+    """
+    A = np.hstack([np.ones((X.shape[0], 1)), X])
+    coef = np.linalg.lstsq(A, U, rcond=None)[0]
+    return lambda Xq: coef[0] + Xq @ coef[1:]
+
+
+def _filter_means(X, Z, X_run, c, lam, eta, rank):
+    """Forecasts over X_run of u (first d latent coordinates): the autoregression on the fit rows (X, Z) plus the
+    filtered mean of its residual, the filter built on (X, (residual, X))."""
+    d = Z.shape[1] - X.shape[1]
+    ar = _linear_mean(X, Z[:, :d])
+    R = np.hstack([Z[:, :d] - ar(X), Z[:, d:]])
+    kbf = KernelBayesFilter.build(X, R, c * median_heuristic(X), c * median_heuristic(R), lam, eta, rank=rank)
+    with warnings.catch_warnings():  # an unseen observation shows as a large validation error instead
+        warnings.simplefilter("ignore", OutOfRangeWarning)
+        return ar(X_run) + np.asarray(kbf.filter(X_run))[:, :d]
+
+
+def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
+                    burn_in: int = 20, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
+                    eta_grid=ETA_GRID, rank="auto") -> ForecastTuning:
+    """Choose lags, transform (levels or first differences) and filter hyperparameters on the last validation steps.
+
+    The series is standardised; for every design (lag set x transform) and every (c, a) the filter is built on the
+    steps before the validation block with bandwidths c x median distance (observations and latents), the KuLSIF
+    ridge by leave-one-out, then run over the last ``burn_in`` fit steps and the V validation steps for every
+    lam. A candidate is not chosen when a validation forecast leaves the training range widened by
+    :data:`RANGE_MARGIN`, or when it does not beat both persistence (y_t = y_{t-1}) and the training mean; when no
+    candidate remains, the better baseline is the forecaster (``fallback``).
+
+    Args:
+        y: (T, d) training series (the last V steps validate).
+        n_val: V; default min(200, max(20, T // 5)).
+        lags: ``"auto"`` (the sets of ``_candidate_lags``) or one explicit lag set, e.g. ``(1, 2, 12)``.
+        season: seasonal period for the automatic lag sets; default :func:`seasonal_period`.
+        max_lag: the largest automatic lag; default min(T // 10, 2 x season + 1 or 8).
+        burn_in: fit steps each validation run filters before the first validation step (the filter starts
+            uniform).
+        c_grid: bandwidth multipliers.
+        lam_grid: KBR ridges.
+        eta_grid: KuLSIF ridges scored by leave-one-out.
+        rank: the filters' rank, as in :meth:`KernelBayesFilter.build`.
+
+    Returns:
+        ForecastTuning: the choice, the validated candidates and the baselines' validation errors.
+
+    Raises:
+        ValueError: for a series too short for the validation split, bad lags or empty grids.
+        RuntimeError: when float64 is off.
+    """
+    require_x64("tune_forecaster")
+    y = _as_series(y, "y")
+    T = y.shape[0]
+    V = min(200, max(20, T // 5)) if n_val is None else check_count(n_val, "n_val")
+    for grid, name in ((c_grid, "c_grid"), (lam_grid, "lam_grid"), (eta_grid, "eta_grid")):
+        if len(grid) == 0:
+            raise ValueError(f"{name} must hold at least one value, got an empty grid")
+        for value in grid:
+            check_positive(value, name)
+    designs = _designs(y[: T - V], lags, season, max_lag)
+    burn_in = check_count(burn_in, "burn_in", minimum=0)
+    s = _standardised(y[: T - V], y)
+    truth = s[T - V:]
+    persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
+    prior_mean = float(np.mean(truth**2))
+    low, high = s[: T - V].min(axis=0), s[: T - V].max(axis=0)
+    margin = RANGE_MARGIN * (high - low)
+    runs = []
+    for design in designs:
+        X, Z, base, offset = _design_rows(s, design)
+        n_fit = T - V - offset  # rows whose targets precede the validation block
+        if n_fit < max(10, burn_in + 3):
+            raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
+                             f"{n_fit} fit rows")
+        run = slice(n_fit - burn_in, T - offset)
+        for c in c_grid:
+            eta = _loo_eta(Z[:n_fit], c * median_heuristic(Z[:n_fit]), eta_grid, 20, 10)
+            for lam in lam_grid:
+                means = _filter_means(X[:n_fit], Z[:n_fit], X[run], c, lam, eta, rank)
+                forecast = base[n_fit:] + means[burn_in:]
+                err = forecast - truth
+                mse = float(np.mean(err**2))
+                if np.isfinite(mse):
+                    in_range = bool(np.all((forecast >= low - margin) & (forecast <= high + margin)))
+                    runs.append((Candidate(design, float(c), float(lam), float(eta), mse, in_range),
+                                 err))
+    per_design = {}
+    for cand, _ in runs:
+        if cand.design not in per_design or _better(cand, per_design[cand.design]):
+            per_design[cand.design] = cand
+    candidates = tuple(per_design.values())
+    eligible = [(c, e) for c, e in runs if c.in_range and c.mse < min(persistence, prior_mean)]
+    if eligible:
+        chosen, err = _simplest_within_one_se(eligible)
+        return ForecastTuning(chosen, None, candidates, persistence, prior_mean, err, V)
+    fallback = "persistence" if persistence <= prior_mean else "prior mean"
+    err = (s[T - V - 1: -1] - truth) if fallback == "persistence" else -truth
+    return ForecastTuning(None, fallback, candidates, persistence, prior_mean, err, V)
+
+
+def _simplest_within_one_se(runs):
+    """The design with the smallest validation error, then the one-standard-error rule within its grid: among its
+    hyperparameters whose validation error exceeds the smallest by less than one standard error of the paired
+    difference, the most regularised (largest lam, then widest bandwidth). ``runs`` holds (Candidate, (V, d)
+    errors) pairs."""
+    best, best_err = min(runs, key=lambda r: r[0].mse)
+    runs = [r for r in runs if r[0].design == best.design]
+    best_sq = np.mean(best_err**2, axis=1)
+
+    def close(err):
+        diff = np.mean(err**2, axis=1) - best_sq
+        return np.mean(diff) <= np.std(diff, ddof=1) / math.sqrt(diff.size)
+
+    near = [r for r in runs if close(r[1])]
+    return min(near, key=lambda r: (-r[0].lam, -r[0].c, r[0].mse))
+
+
+def _better(a: Candidate, b: Candidate) -> bool:
+    """In-range candidates first, then the smaller validation error."""
+    return (not a.in_range, a.mse) < (not b.in_range, b.mse)
+
+
+def _check_lags(lags) -> tuple:
+    """Lags as a tuple of increasing positive integers, or a ValueError naming ``lags``."""
+    values = np.atleast_1d(np.asarray(lags))
+    if values.ndim != 1 or values.size == 0 or not np.issubdtype(values.dtype, np.integer):
+        raise ValueError(f"lags must be 'auto' or increasing positive integers, got {lags!r}")
+    lag_set = tuple(int(v) for v in values)
+    if lag_set[0] < 1 or any(b <= a for a, b in zip(lag_set, lag_set[1:])):
+        raise ValueError(f"lags must be 'auto' or increasing positive integers, got {lags!r}")
+    return lag_set
+
+
+def _designs(y_fit, lags, season, max_lag):
+    T = y_fit.shape[0]
+    if isinstance(lags, str):
+        if lags != "auto":
+            raise ValueError(f"lags must be 'auto' or a tuple of positive integers, got {lags!r}")
+        if season is None:
+            season = seasonal_period(y_fit, max_period=min(T // 4, 60))
+        if max_lag is None:
+            max_lag = max(1, min(T // 10, 12 if season is None else season + 1))
+        max_lag = check_count(max_lag, "max_lag")
+        lag_sets = _candidate_lags(season, max_lag, _aic_order(_standardised(y_fit, y_fit), max_lag))
+    else:
+        lag_sets = [_check_lags(lags)]
+    return [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in (False, True)]
+
+
+def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: float = 0.02):
+    """Adaptive sequential conformal band: step t uses the calibration scores and the scores of the steps before t.
+
+    The score of a step is |error| / scale per coordinate. Step t's band is mean_t +- q_t scale_t, with q_t the
+    ceil((n_t + 1)(1 - alpha_t))-th smallest of the n_t scores known before t (infinite when there are too few).
+    With exchangeable scores and ``gamma = 0`` each step is covered with probability >= level (split conformal
+    prediction, Vovk et al. 2005). ``gamma`` > 0 adapts the miscoverage target after every step,
+    alpha_{t+1} = alpha_t + gamma (1 - level - miss_t) (adaptive conformal inference, Gibbs & Candes 2021): the
+    share of misses then tends to 1 - level for any sequence of errors, however they drift.
+
+    Args:
+        mean: (T~, d) point forecasts.
+        scale: (T~, d) positive scales of the steps (ones for plain residuals).
+        calibration: (n, d) calibration scores.
+        errors: (T~, d) the errors truth - mean of the steps, each revealed after its forecast.
+        level: coverage in (0, 1).
+        gamma: step size of the adaptation, >= 0.
+
+    Returns:
+        (2, T~, d) lower and upper band.
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values, shapes that do not match, scales that are not positive, a level
+            outside (0, 1) or gamma < 0.
+    """
+    mean, scale, errors = (_as_series(a, name) for a, name in ((mean, "mean"), (scale, "scale"), (errors, "errors")))
+    scores = _as_series(calibration, "calibration")
+    if scale.shape != mean.shape or errors.shape != mean.shape or scores.shape[1] != mean.shape[1]:
+        raise ValueError(f"scale and errors must have the shape of mean {mean.shape} and calibration its "
+                         f"columns, got {scale.shape}, {errors.shape} and {scores.shape}")
+    if np.any(scale <= 0):
+        raise ValueError("scale must be positive")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    if not gamma >= 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma}")
+    test_scores = np.abs(errors) / scale
+    T, d = mean.shape
+    alpha = np.full(d, 1.0 - level)
+    q = np.empty((T, d))
+    for t in range(T):
+        known = np.sort(np.concatenate([scores, test_scores[:t]], axis=0), axis=0)
+        n = known.shape[0]
+        for j in range(d):
+            rank = math.ceil((n + 1) * (1.0 - alpha[j]))
+            q[t, j] = np.inf if rank > n else (0.0 if rank < 1 else known[rank - 1, j])
+        alpha += gamma * ((1.0 - level) - (test_scores[t] > q[t]))
+    half = q * scale
+    return np.stack([mean - half, mean + half])
+
+
+def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20, rank="auto"):
+    """One-step-ahead forecasts of y_test by the chosen filter refitted on all of y_train.
+
+    Args:
+        y_train: (T, d) training series.
+        y_test: (T~, d) test series (row t forecast from y_train and y_test[:t]).
+        tuning: the :func:`tune_forecaster` result on y_train.
+        burn_in: training steps the filter runs over before the first test step.
+        rank: the filter's rank.
+
+    Returns:
+        (T~, d) forecasts in the units of y.
+    """
+    y = np.concatenate([y_train, y_test])
+    T = y_train.shape[0]
+    s = _standardised(y_train, y)
+    centre, scale = y_train.mean(axis=0), y_train.std(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    if tuning.best is None:
+        forecast = s[T - 1: -1] if tuning.fallback == "persistence" else np.zeros_like(s[T:])
+        return forecast * scale + centre
+    b = tuning.best
+    X, Z, base, offset = _design_rows(s, b.design)
+    n_fit = T - offset
+    run = slice(max(0, n_fit - burn_in), X.shape[0])
+    eta = _loo_eta(Z[:n_fit], b.c * median_heuristic(Z[:n_fit]), ETA_GRID, 20, 10)
+    means = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, b.lam, eta, rank)
+    forecast = base[n_fit:] + means[n_fit - run.start:]
+    return forecast * scale + centre
+

@@ -1,0 +1,208 @@
+"""The kernel Bayes forecaster: lag designs, seasons, the validated choice, conformal bands and forecast_series."""
+
+import jax
+import numpy as np
+import pytest
+
+from bayeskern import kbr
+from bayeskern.inference import forecast_series
+from bayeskern.kbr.forecast import (ForecastTuning, _aic_order, _designs, _forecast_path, _standardised,
+                                    conformal_band, lag_design, seasonal_period, tune_forecaster)
+
+FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
+
+
+def nonlinear_ar(T, seed, noise=0.3):
+    """y_t = 0.9 sin(2 y_{t-1}) ... a threshold-like nonlinear autoregression an AR(1) fits badly."""
+    rng = np.random.default_rng(seed)
+    y = np.zeros(T)
+    for t in range(1, T):
+        y[t] = 2.0 * np.sin(1.5 * y[t - 1]) + noise * rng.standard_normal()
+    return y
+
+
+def ar1(T, seed, a=0.7):
+    rng = np.random.default_rng(seed)
+    y = np.zeros(T)
+    for t in range(1, T):
+        y[t] = a * y[t - 1] + rng.standard_normal()
+    return y
+
+
+def test_lag_design_matches_the_definition():
+    u = np.arange(20.0).reshape(10, 2)
+    X, Z = lag_design(u, (1, 3))
+    assert X.shape == (7, 4) and Z.shape == (7, 6)
+    for r in range(7):
+        t = r + 3
+        np.testing.assert_array_equal(X[r], np.concatenate([u[t - 1], u[t - 3]]))
+        np.testing.assert_array_equal(Z[r], np.concatenate([u[t], u[t - 1], u[t - 3]]))
+    X1, Z1 = lag_design(np.arange(5.0), (1,))  # a (T,) series is one coordinate
+    np.testing.assert_array_equal(X1[:, 0], [0, 1, 2, 3]) and np.testing.assert_array_equal(Z1[:, 0], [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("lags", [(), (0, 1), (2, 1), (1, 1), (1.5,), 10])
+def test_lag_design_refuses_bad_lags(lags):
+    with pytest.raises(ValueError, match="lags|largest lag"):
+        lag_design(np.zeros(10), lags)
+
+
+def test_seasonal_period_finds_a_monthly_season_and_none_in_noise():
+    rng = np.random.default_rng(0)
+    t = np.arange(240)
+    seasonal = np.sin(2 * np.pi * t / 12) + 0.01 * t + 0.2 * rng.standard_normal(240)
+    assert seasonal_period(seasonal, 40) == 12
+    assert seasonal_period(rng.standard_normal(240), 40) is None
+    assert seasonal_period(seasonal[:10], 40) is None  # too short for any period >= 4
+
+
+def test_aic_order_recovers_an_ar2():
+    rng = np.random.default_rng(1)
+    y = np.zeros(3000)
+    for t in range(2, 3000):
+        y[t] = 0.5 * y[t - 1] - 0.4 * y[t - 2] + rng.standard_normal()
+    assert _aic_order(y[:, None], 8) == 2
+
+
+def test_automatic_designs_include_the_season_and_both_transforms():
+    t = np.arange(300)
+    y = (np.sin(2 * np.pi * t / 12) + 0.05 * np.random.default_rng(2).standard_normal(300))[:, None]
+    designs = _designs(y, "auto", None, None)
+    lag_sets = {d.lags for d in designs}
+    assert (1, 2, 12) in lag_sets and (1, 2, 11, 12, 13) in lag_sets
+    assert {d.difference for d in designs} == {False, True}
+    assert all(max(lags) <= 13 for lags in lag_sets)
+
+
+def test_conformal_band_is_the_rank_quantile_of_the_known_scores():
+    calibration = np.arange(1.0, 10.0)[:, None]  # 9 scores: rank ceil(10 * 0.8) = 8 -> 8.0
+    mean = np.zeros((3, 1))
+    errors = np.array([[100.0], [0.5], [0.5]])
+    band = conformal_band(mean, np.ones_like(mean), calibration, errors, 0.8, gamma=0.0)
+    assert band[1, 0, 0] == 8.0 and band[0, 0, 0] == -8.0
+    assert band[1, 1, 0] == 9.0  # 10 scores known (100 added): rank ceil(11 * 0.8) = 9 -> 9.0
+    too_few = conformal_band(mean, np.ones_like(mean), calibration[:2], errors, 0.9, gamma=0.0)
+    assert np.isinf(too_few[1, 0, 0])  # 2 scores cannot give a 90 % band
+
+
+def test_conformal_band_covers_exchangeable_errors_and_adapts_to_a_jump():
+    rng = np.random.default_rng(3)
+    misses_plain, misses_adaptive, misses_static = [], [], []
+    for _ in range(40):
+        calibration = np.abs(rng.standard_normal((50, 1)))
+        errors = rng.standard_normal((200, 1))
+        band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, errors, 0.9, gamma=0.0)
+        misses_plain.append(np.mean(np.abs(errors) > band[1]))
+        jump = errors * np.where(np.arange(200) < 50, 1.0, 3.0)[:, None]  # the errors triple after step 50
+        for gamma, out in ((0.05, misses_adaptive), (0.0, misses_static)):
+            band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, jump, 0.9, gamma=gamma)
+            out.append(np.mean(np.abs(jump[100:]) > band[1, 100:]))
+    assert abs(np.mean(misses_plain) - 0.1) < 0.015  # exchangeable: level holds (MC s.e. about 0.004)
+    assert abs(np.mean(misses_adaptive) - 0.1) < 0.03  # adaptive: back near 10 % after the jump
+    assert np.mean(misses_static) > 0.15  # without adaptation the old scores keep the band too narrow
+
+
+@pytest.mark.parametrize("kwargs, match", [(dict(level=1.0), "level"), (dict(gamma=-0.1), "gamma"),
+                                           (dict(scale=np.zeros((3, 1))), "scale"),
+                                           (dict(errors=np.zeros((2, 1))), "shape")])
+def test_conformal_band_refuses_bad_input(kwargs, match):
+    args = dict(mean=np.zeros((3, 1)), scale=np.ones((3, 1)), calibration=np.ones((5, 1)), errors=np.zeros((3, 1)),
+                level=0.9)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        conformal_band(**args)
+
+
+def test_tuned_forecaster_beats_the_baselines_on_validation_and_test():
+    y = nonlinear_ar(260, seed=4)
+    tuning = tune_forecaster(y[:200], lags=(1, 2), n_val=50, **FAST)
+    assert isinstance(tuning, ForecastTuning) and tuning.best is not None
+    assert tuning.best.mse < min(tuning.persistence_mse, tuning.prior_mean_mse)
+    assert tuning.validation_errors.shape == (50, 1) and len(tuning.candidates) == 2  # levels and differences
+    assert np.isclose(np.mean(tuning.validation_errors**2), tuning.best.mse)
+    forecast = _forecast_path(y[:200, None], y[200:, None], tuning)
+    rmse = np.sqrt(np.mean((forecast[:, 0] - y[200:]) ** 2))
+    persistence = np.sqrt(np.mean((y[199:-1] - y[200:]) ** 2))
+    coefs = np.polyfit(y[:199], y[1:200], 1)  # least-squares AR(1) on the training steps
+    ar = np.sqrt(np.mean((np.polyval(coefs, y[199:-1]) - y[200:]) ** 2))
+    assert rmse < 0.8 * ar and rmse < 0.8 * persistence  # the kernel part sees the nonlinearity
+
+
+def test_a_baseline_forecasts_when_it_is_chosen():
+    y = np.cumsum(np.random.default_rng(5).standard_normal(60))[:, None]
+    for fallback, expected in (("persistence", y[39:59]), ("prior mean", np.full((20, 1), y[:40].mean()))):
+        tuning = ForecastTuning(None, fallback, (), 1.0, 1.0, np.zeros((10, 1)), 10)
+        np.testing.assert_allclose(_forecast_path(y[:40], y[40:], tuning), expected)
+
+
+def test_forecaster_drops_candidates_that_lose_to_persistence():
+    y = np.cumsum(np.random.default_rng(6).standard_normal(200))  # a random walk: persistence is optimal
+    tuning = tune_forecaster(y, lags=(1,), n_val=60, c_grid=(0.2,), lam_grid=(1e-4,), eta_grid=(1e-3,))
+    if tuning.best is None:
+        assert tuning.fallback == "persistence"
+    else:
+        assert tuning.best.mse < tuning.persistence_mse
+    # with no admissible candidate the errors reported are the baseline's own
+    if tuning.best is None:
+        s = _standardised(y[:140, None], y[:, None])
+        np.testing.assert_allclose(tuning.validation_errors, s[139:-1] - s[140:])
+
+
+def test_forecast_series_is_causal_and_shaped():
+    y = nonlinear_ar(200, seed=7)
+    first = forecast_series(y[:150], y[150:], bayesian=False, lags=(1, 2), n_val=40)
+    assert first.mean.shape == (50, 1) and first.band.shape == (2, 50, 1) and first.mcmc is None
+    assert first.design.lags == (1, 2)
+    assert np.all(first.band[0] <= first.mean) and np.all(first.mean <= first.band[1])
+    changed = y.copy()
+    changed[170] += 5.0  # test step 20: forecasts of rows 0..20 may not see it
+    second = forecast_series(y[:150], changed[150:], bayesian=False, lags=(1, 2), n_val=40)
+    np.testing.assert_allclose(second.mean[:21], first.mean[:21], rtol=0, atol=1e-12)
+    assert not np.allclose(second.mean[21:23], first.mean[21:23])
+    np.testing.assert_allclose(second.band[:, :21], first.band[:, :21], rtol=0, atol=1e-12)
+
+
+def test_forecast_series_band_covers_about_its_level():
+    hits = []
+    for seed in range(3):
+        y = ar1(400, seed=10 + seed)
+        fc = forecast_series(y[:250], y[250:], bayesian=False, lags=(1,), n_val=60)
+        hits.append(np.mean((y[250:, None] >= fc.band[0]) & (y[250:, None] <= fc.band[1])))
+    assert 0.83 <= np.mean(hits) <= 0.97  # 450 test steps: MC s.e. of the coverage about 0.014
+
+
+def test_forecast_series_takes_several_coordinates():
+    rng = np.random.default_rng(8)
+    y = np.stack([ar1(160, 20), ar1(160, 21, a=0.3)], axis=1) + 0.01 * rng.standard_normal((160, 2))
+    fc = forecast_series(y[:120], y[120:], bayesian=False, lags=(1,), n_val=30)
+    assert fc.mean.shape == (40, 2) and fc.band.shape == (2, 40, 2)
+
+
+def test_bayesian_forecast_samples_and_reports_diagnostics():
+    y = nonlinear_ar(140, seed=9)
+    fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), lags=(1,), n_val=30, num_chains=1, num_warmup=30,
+                         num_samples=30, num_landmarks=(10, 10))
+    assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
+    assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
+    naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))
+    assert np.sqrt(np.mean((fc.mean[:, 0] - y[110:]) ** 2)) < naive
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(level=0.0), ValueError, "level"),
+    (dict(gamma=-1.0), ValueError, "gamma"),
+    (dict(bayesian=True), TypeError, "key"),
+    (dict(y_test=np.zeros((5, 2))), ValueError, "dimension"),
+    (dict(y_train=np.r_[np.zeros(50), np.nan]), ValueError, "y_train"),
+    (dict(lags=(2, 1)), ValueError, "lags"),
+    (dict(lags="seasonal"), ValueError, "lags"),
+])
+def test_forecast_series_refuses_bad_input(kwargs, error, match):
+    args = dict(y_train=np.sin(np.arange(60.0)), y_test=np.zeros(5), bayesian=False)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        forecast_series(args.pop("y_train"), args.pop("y_test"), **args)
+
+
+def test_public_names_are_exported():
+    assert kbr.tune_forecaster is tune_forecaster and kbr.conformal_band is conformal_band
