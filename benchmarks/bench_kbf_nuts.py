@@ -31,15 +31,15 @@ from _common import machine_line
 
 
 def run(*, T=300, n_val=100, landmarks=(10, 20), compress=0, compress_steps=1000, chains=2, warmup=300, samples=300,
-        depth=3, chain_method="sequential", seed=0, log=print) -> dict:
+        depth=3, chain_method="sequential", seed=0, setting="rotation", log=print) -> dict:
     """The acceptance-4 run: grid filter, NUTS over its hyperparameters, Bayesian-averaged predictive filtering.
 
     Returns grid_mse, bayes_mse, coverage (90% predictive band), hyper_coverage, diagnostics, wall (NUTS seconds)
     and draws (site -> flattened draws); ``log`` receives the progress lines.
     """
-    setting = f"ACKIP-compressed to m = {compress} transitions" if compress else f"landmarks {landmarks or 'none (exact)'}"
-    log(machine_line(f"rotation, T = {T}, V = {n_val}, {setting}"))
-    seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting="rotation")
+    model = f"ACKIP-compressed to m = {compress} transitions" if compress else f"landmarks {landmarks or 'none (exact)'}"
+    log(machine_line(f"{setting}, T = {T}, V = {n_val}, {model}, seed {seed}"))
+    seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting=setting)
     start = time.perf_counter()
     tuned = kbr.tune_kbf(seq.X, seq.Z, method="iw", n_val=n_val)
     grid_mse = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
@@ -86,6 +86,7 @@ def main():
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--chain-method", default="sequential", choices=("parallel", "sequential", "vectorized"))
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--setting", default="rotation", choices=("rotation", "oscillatory"))
     args = parser.parse_args()
     if args.chain_method == "parallel":
         numpyro.set_host_device_count(args.chains)  # one CPU device per chain; before JAX's first computation
@@ -93,7 +94,8 @@ def main():
     landmarks = tuple(args.landmarks) if len(args.landmarks) > 1 else (args.landmarks[0] or None)
     run(T=args.T, n_val=args.n_val, landmarks=landmarks, compress=args.compress,
         compress_steps=args.compress_steps, chains=args.chains, warmup=args.warmup, samples=args.samples,
-        depth=args.depth, chain_method=args.chain_method, seed=args.seed, log=lambda line: print(line, flush=True))
+        depth=args.depth, chain_method=args.chain_method, seed=args.seed, setting=args.setting,
+        log=lambda line: print(line, flush=True))
 
 
 if __name__ == "__main__":

@@ -46,6 +46,17 @@ CASES = [
     ("mmd2_unbiased", "kernel not a kernel", lambda f: bk.mmd2_unbiased(X, Y, 1.0), TypeError, "kernel must be"),
     ("hsic_unbiased", "kernel not a kernel", lambda f: bk.hsic_unbiased(X, Y, bk.RBF(1.0), "rbf"), TypeError, "ky must"),
     ("inference.run_nuts", "model not a function", lambda f: inf.run_nuts(3, X, key=KEY), TypeError, "model must"),
+    ("inference.forecast_series", "level 1", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], level=1.0), ValueError, "level"),
+    ("inference.forecast_series", "no key for NUTS", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], bayesian=True), TypeError,
+     "key must"),
+    ("inference.forecast_series", "test of another dimension", lambda f: inf.forecast_series(X[:, 0], X[:5]), ValueError,
+     "y_test must have the dimension"),
+    ("kbr.tune_forecaster", "descending lags", lambda f: kbr.tune_forecaster(X[:, 0], lags=(2, 1)), ValueError, "lags must"),
+    ("kbr.tune_forecaster", "too short", lambda f: kbr.tune_forecaster(X[:12, 0], lags=(1,), n_val=5), ValueError, "too short"),
+    ("kbr.tune_forecaster", "empty grid", lambda f: kbr.tune_forecaster(X[:, 0], c_grid=()), ValueError, "c_grid"),
+    ("kbr.lag_design", "lag too long", lambda f: kbr.lag_design(X, (1, 40)), ValueError, "largest lag"),
+    ("kbr.conformal_band", "zero scale", lambda f: kbr.conformal_band(np.zeros((3, 1)), np.zeros((3, 1)), np.ones((5, 1)),
+     np.zeros((3, 1)), 0.9), ValueError, "scale must"),
     ("mmd2_unbiased", "complex data", lambda f: bk.mmd2_unbiased(X + 1j, Y, bk.RBF(1.0)), TypeError, "X must be real"),
     ("hsic_unbiased", "ragged data", lambda f: bk.hsic_unbiased([[1.0, 2.0], [1.0]], Y, bk.RBF(1.0), bk.RBF(1.0)), ValueError,
      "X is not a rectangular"),
@@ -332,6 +343,15 @@ ARRAYS = [
     ("plotting.plot_witness_2d", lambda A: plotting.plot_witness_2d(F["ax"], A, np.ones((4, 4)), np.ones((4, 4))), "xx", np.ones((4, 4))),
     ("plotting.plot_ranges", lambda A: plotting.plot_ranges(F["ax"], {"a": A}, ["p"]), "groups", np.ones((3, 1))),
     ("sharding.RowShards", lambda A: sharding.shard_rows(A), "local_rows", X),
+    ("kbr.lag_design", lambda A: kbr.lag_design(A, (1, 2)), "u", X),
+    ("kbr.seasonal_period", lambda A: kbr.seasonal_period(A, 12), "y", X),
+    ("kbr.conformal_band", lambda A: kbr.conformal_band(A, np.ones((3, 1)), np.ones((5, 1)), np.zeros((3, 1)), 0.9),
+     "mean", np.zeros((3, 1))),
+    ("kbr.conformal_band", lambda A: kbr.conformal_band(np.zeros((3, 1)), np.ones((3, 1)), A, np.zeros((3, 1)), 0.9),
+     "calibration", np.ones((5, 1))),
+    ("kbr.tune_forecaster", lambda A: kbr.tune_forecaster(A), "y", X[:, 0]),
+    ("inference.forecast_series", lambda A: inf.forecast_series(A, X[:5, 0]), "y_train", X[:, 0]),
+    ("inference.forecast_series", lambda A: inf.forecast_series(X[:, 0], A), "y_test", X[:5, 0]),
 ]
 SCALES = [
     ("RBF", lambda s: bk.RBF(s), "lengthscale"),
@@ -382,6 +402,8 @@ SCALES = [
     ("optim.minimise", lambda s: optim.minimise(lambda p, c_, d, key: (p ** 2, c_), 1.0, optim.adam(0.1), num_steps=3, tol=s), "tol"),
 ]
 COUNTS = [
+    ("kbr.seasonal_period", lambda c: kbr.seasonal_period(X, c), "max_period"),
+    ("kbr.tune_forecaster", lambda c: kbr.tune_forecaster(X[:, 0], n_val=c), "n_val"),
     ("plotting.save_figure", lambda c: plotting.save_figure(F["ax"].figure, F["png"], dpi=c), "dpi"),
     ("Polynomial", lambda c: bk.Polynomial(c), "degree"),
     ("median_heuristic", lambda c: bk.median_heuristic(X, max_points=c), "max_points"),
@@ -670,7 +692,8 @@ RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.Embedding
                 "compression.CompressionProblem", "compression.CompressionResult", "compression.Standardiser",
                 "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
                 "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",
-                "kbr.Factored", "kbr.ImageFeatures", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
+                "kbr.Factored", "kbr.ImageFeatures", "kbr.Candidate", "kbr.ForecastDesign", "kbr.ForecastTuning",
+                "inference.Forecast", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
                 "kbr.data.Sequence", "linalg.PivotedCholesky", "models.FilterSplit", "optim.Minimised")
 
 

@@ -180,8 +180,8 @@ def test_forecast_series_takes_several_coordinates():
 
 def test_bayesian_forecast_samples_and_reports_diagnostics():
     y = nonlinear_ar(140, seed=9)
-    fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), lags=(1,), n_val=30, num_chains=1, num_warmup=30,
-                         num_samples=30, num_landmarks=(10, 10))
+    fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), bayesian=True, lags=(1,), n_val=30, num_chains=1,
+                         num_warmup=30, num_samples=30, num_landmarks=(10, 10))
     assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
     assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
     naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))

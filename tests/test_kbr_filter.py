@@ -324,3 +324,36 @@ def test_tuning_scores_eta_on_the_last_loo_max_t_steps_of_a_long_series(monkeypa
     expected, _ = kbr.select_eta_loo(RBF(sigma).evaluate(window, window), kbr.successor_priors(window, 20, 10),
                                      kbr.ETA_GRID)
     assert _loo_eta(Z, sigma, kbr.ETA_GRID, 20, 10) == expected
+
+
+def test_tuning_never_chooses_a_candidate_out_of_range_or_losing_to_a_baseline():
+    seq = kbr.data.circle_dynamics(150, jax.random.key(11), T_test=5)
+    tuned = kbr.tune_kbf(seq.X, seq.Z, c_grid=(0.5, 1.0), n_val=50, num_priors=5)
+    assert set(tuned.baseline_mse) == {"persistence", "prior mean"}
+    assert (tuned.c, tuned.lam) not in tuned.rejected
+    assert tuned.validation_mse[(tuned.c, tuned.lam)] < min(tuned.baseline_mse.values())
+    admissible = {k: v for k, v in tuned.validation_mse.items() if k not in tuned.rejected}
+    assert tuned.validation_mse[(tuned.c, tuned.lam)] == min(admissible.values())
+    Z_fit, Z_val = seq.Z[:100], seq.Z[100:150]  # the baselines are what their names say
+    persistence = kbr.filter_mse(jnp.concatenate([Z_fit[-1:], Z_val[:-1]]), Z_val)
+    assert tuned.baseline_mse["persistence"] == pytest.approx(persistence, rel=1e-12)
+    prior = kbr.filter_mse(jnp.broadcast_to(Z_fit.mean(axis=0), Z_val.shape), Z_val)
+    assert tuned.baseline_mse["prior mean"] == pytest.approx(prior, rel=1e-12)
+
+
+def test_tuning_warns_when_no_candidate_beats_persistence():
+    rng = np.random.default_rng(12)
+    Z = np.cumsum(0.01 * rng.standard_normal((120, 1)), axis=0)  # a slow walk: persistence is nearly exact
+    X = rng.standard_normal((120, 1))  # observations that carry no information about it
+    with pytest.warns(kbr.TuningWarning, match="persistence"):
+        tuned = kbr.tune_kbf(X, Z, c_grid=(1.0,), lam_grid=(1e-3, 1e-1), n_val=40, num_priors=5)
+    assert set(tuned.rejected) == set(tuned.validation_mse)
+    assert all(reason in ("out of range", "loses to a baseline") for reason in tuned.rejected.values())
+
+
+def test_tuning_rejects_a_candidate_whose_means_leave_the_training_range():
+    from bayeskern.kbr.filter import _in_range
+
+    Z_fit = jnp.array([[0.0], [1.0], [2.0]])
+    assert _in_range(jnp.array([[2.19], [-0.19]]), Z_fit)  # within the 10 % margin of the range [0, 2]
+    assert not _in_range(jnp.array([[2.21]]), Z_fit) and not _in_range(jnp.array([[-0.21]]), Z_fit)

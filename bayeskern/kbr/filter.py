@@ -21,7 +21,7 @@ from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID",
-           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse", "OutOfRangeWarning"]
+           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse", "OutOfRangeWarning", "TuningWarning", "RANGE_MARGIN"]
 
 _METHODS = ("iw", "original")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
@@ -461,6 +461,11 @@ class TuneResult:
         lam: the selected KBR ridge.
         eta: the KuLSIF ridge chosen by leave-one-out.
         validation_mse: {(c, lam): the validation MSE of that candidate}.
+        rejected: {(c, lam): why that candidate could not be chosen: ``"out of range"`` (a validation mean left
+            the training latents' range widened by ``RANGE_MARGIN``) or ``"loses to a baseline"`` (persistence
+            or the training mean did as well on validation)}.
+        baseline_mse: {"persistence": validation MSE of z_t estimated by z_{t-1}, "prior mean": of the training
+            mean}; empty when not computed.
     """
 
     filter: KernelBayesFilter
@@ -468,6 +473,8 @@ class TuneResult:
     lam: float
     eta: float
     validation_mse: dict
+    rejected: dict = static(default_factory=dict)
+    baseline_mse: dict = static(default_factory=dict)
 
 
 def _validation_split(X, Z, n_val, k):
@@ -495,6 +502,11 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     leave-one-out score averaged over ``num_priors`` successor priors (``k`` neighbours each), then (c, lam) by
     the validation MSE; finally refit on all T pairs with medians and eta re-selected. lam' = eta.
 
+    A candidate is not chosen when one of its validation means leaves the range of the fit latents (widened by
+    ``RANGE_MARGIN`` of the range on each side: the mark of exploding weights) or when it does not beat both
+    persistence (z_t estimated by z_{t-1}) and the mean of the fit latents on validation (``rejected`` says
+    which and why). If every candidate is rejected, the best in range is taken and a ``TuningWarning`` says so.
+
     Args:
         X: (T, d_x) observations of the training trajectory.
         Z: (T, d_z) latent states, row t paired with X[t].
@@ -517,6 +529,9 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         ValueError: for unpaired or non-finite inputs, an unknown method, empty or non-positive grids.
         RuntimeError: when float64 is off.
 
+    Warns:
+        TuningWarning: when no candidate stays in range and beats both baselines on validation.
+
     Examples:
         >>> import jax, bayeskern as bk
         >>> from bayeskern import kbr
@@ -537,19 +552,53 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
             check_positive(value, name)
     X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
     med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
-    scores = {}
+    baselines = _baseline_mse(Z_fit, Z_val)
+    scores, rejected = {}, {}
     for c in c_grid:
         eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
         base = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, min(lam_grid), eta, method=method,
                                        rank=rank)
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-            scores[(float(c), float(lam))] = (_validation_mse(kbf.filter(X_val), Z_val), eta)
-    (c, lam), _ = min(scores.items(), key=lambda item: item[1][0])
+            means = kbf.filter(X_val)
+            scores[(float(c), float(lam))] = mse = _validation_mse(means, Z_val)
+            if not _in_range(means, Z_fit):
+                rejected[(float(c), float(lam))] = "out of range"
+            elif mse >= min(baselines.values()):
+                rejected[(float(c), float(lam))] = "loses to a baseline"
+    admissible = {key: v for key, v in scores.items() if key not in rejected}
+    if not admissible:
+        warnings.warn(f"no (c, lam) candidate stays in the training range and beats persistence (validation MSE "
+                      f"{baselines['persistence']:.3g}) and the training mean ({baselines['prior mean']:.3g}); "
+                      "taking the best in range", TuningWarning, stacklevel=2)
+        in_range = {key: v for key, v in scores.items() if rejected.get(key) != "out of range"}
+        admissible = in_range or scores
+    c, lam = min(admissible, key=admissible.get)
     med_x, med_z = median_heuristic(X), median_heuristic(Z)
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
     kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method, rank=rank)
-    return TuneResult(kbf, c, lam, eta, {key: value[0] for key, value in scores.items()})
+    return TuneResult(kbf, c, lam, eta, scores, rejected, baselines)
+
+
+RANGE_MARGIN = 0.1
+"""Tuning refuses a candidate whose validation means leave the training range by more than this share of the range
+(on either side): far outside every atom, the importance weights have exploded."""
+
+
+class TuningWarning(UserWarning):
+    """No tuning candidate passed the range and baseline checks; the best in range was taken."""
+
+
+def _baseline_mse(Z_fit, Z_val) -> dict:
+    """Validation MSE of persistence (z_{t-1}, the last fit latent first) and of the fit latents' mean."""
+    previous = jnp.concatenate([Z_fit[-1:], Z_val[:-1]])
+    return {"persistence": _mse(previous, Z_val), "prior mean": _mse(jnp.mean(Z_fit, axis=0)[None, :], Z_val)}
+
+
+def _in_range(means, Z_fit) -> bool:
+    low, high = jnp.min(Z_fit, axis=0), jnp.max(Z_fit, axis=0)
+    margin = RANGE_MARGIN * (high - low)
+    return bool(jnp.all((means >= low - margin) & (means <= high + margin)))
 
 
 def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["iw"], eta_grid=ETA_GRID,

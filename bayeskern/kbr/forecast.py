@@ -10,18 +10,15 @@ import numpy as np
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
 from ..kernels.heuristics import median_heuristic
-from .filter import ETA_GRID, KernelBayesFilter, OutOfRangeWarning, _loo_eta
+from .filter import ETA_GRID, RANGE_MARGIN, KernelBayesFilter, OutOfRangeWarning, _loo_eta
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
-           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "RANGE_MARGIN"]
+           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID"]
 
 FORECAST_C_GRID = (0.5, 1.0, 2.0)
 """Bandwidth multipliers (of the median distance of the lag vectors) validated by :func:`tune_forecaster`."""
 FORECAST_LAMBDA_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 """KBR ridges (operator scale) validated by :func:`tune_forecaster`; the largest shrinks towards the prior mean."""
-RANGE_MARGIN = 0.1
-"""A candidate whose validation forecasts leave the training range of the series by more than this share of the
-range (on either side) is not chosen."""
 
 
 class ForecastDesign(NamedTuple):
@@ -46,7 +43,8 @@ class Candidate(NamedTuple):
         lam: KBR ridge.
         eta: KuLSIF ridge (leave-one-out).
         mse: validation mean squared one-step error, per coordinate, in standardised units.
-        in_range: whether every validation forecast stayed in the widened training range.
+        in_range: whether the filter's read-outs (its estimates of the autoregression's residual) stayed within
+            the range of the training residuals, widened by ``RANGE_MARGIN``, at every validation step.
     """
 
     design: ForecastDesign
@@ -231,37 +229,50 @@ def _linear_mean(X, U):
 
 
 def _filter_means(X, Z, X_run, c, lam, eta, rank):
-    """Forecasts over X_run of u (first d latent coordinates): the autoregression on the fit rows (X, Z) plus the
-    filtered mean of its residual, the filter built on (X, (residual, X))."""
+    """(forecasts of u over X_run, whether the filter's read-outs stayed in range): the autoregression on the fit
+    rows (X, Z) plus the filtered mean of its residual, the filter built on (X, (residual, X)). The read-outs (the
+    residual block of the filtered means) must stay within the range of the training residuals widened by
+    ``RANGE_MARGIN``."""
     d = Z.shape[1] - X.shape[1]
     ar = _linear_mean(X, Z[:, :d])
     R = np.hstack([Z[:, :d] - ar(X), Z[:, d:]])
     kbf = KernelBayesFilter.build(X, R, c * median_heuristic(X), c * median_heuristic(R), lam, eta, rank=rank)
     with warnings.catch_warnings():  # an unseen observation shows as a large validation error instead
         warnings.simplefilter("ignore", OutOfRangeWarning)
-        return ar(X_run) + np.asarray(kbf.filter(X_run))[:, :d]
+        readout = np.asarray(kbf.filter(X_run))[:, :d]
+    low, high = R[:, :d].min(axis=0), R[:, :d].max(axis=0)
+    margin = RANGE_MARGIN * (high - low)
+    in_range = bool(np.all((readout >= low - margin) & (readout <= high + margin)))
+    return ar(X_run) + readout, in_range
 
 
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
-                    burn_in: int = 20, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
+                    burn_in: int = 20, max_fit: int = 250, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
                     eta_grid=ETA_GRID, rank="auto") -> ForecastTuning:
     """Choose lags, transform (levels or first differences) and filter hyperparameters on the last validation steps.
 
-    The series is standardised; for every design (lag set x transform) and every (c, a) the filter is built on the
-    steps before the validation block with bandwidths c x median distance (observations and latents), the KuLSIF
-    ridge by leave-one-out, then run over the last ``burn_in`` fit steps and the V validation steps for every
-    lam. A candidate is not chosen when a validation forecast leaves the training range widened by
-    :data:`RANGE_MARGIN`, or when it does not beat both persistence (y_t = y_{t-1}) and the training mean; when no
-    candidate remains, the better baseline is the forecaster (``fallback``).
+    The series is standardised; for every design (lag set x transform) and every multiplier c the filter is built
+    on the steps before the validation block (bandwidths c x median distance, the KuLSIF ridge by leave-one-out;
+    the latents are what a least-squares autoregression on the lags leaves over), then run over the last
+    ``burn_in`` fit steps and the V validation steps for every lam. A candidate is not chosen when the filter's
+    read-out at a validation step leaves the range of its training residuals widened by
+    :data:`~bayeskern.kbr.RANGE_MARGIN` (exploding weights), or when it does not beat both persistence
+    (y_t = y_{t-1}) and the training mean; when no candidate remains, the better baseline is the forecaster
+    (``fallback``). Among the rest: the design with the smallest validation error, and within its grid the most
+    regularised hyperparameters within one standard error of its best.
 
     Args:
         y: (T, d) training series (the last V steps validate).
         n_val: V; default min(200, max(20, T // 5)).
-        lags: ``"auto"`` (the sets of ``_candidate_lags``) or one explicit lag set, e.g. ``(1, 2, 12)``.
-        season: seasonal period for the automatic lag sets; default :func:`seasonal_period`.
-        max_lag: the largest automatic lag; default min(T // 10, 2 x season + 1 or 8).
+        lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
+            a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
+        season: seasonal period for the automatic lag sets; default :func:`seasonal_period` of the fit steps.
+        max_lag: the largest automatic lag; default min(T_fit // 10, s + 1), or min(T_fit // 10, 12) without a
+            season.
         burn_in: fit steps each validation run filters before the first validation step (the filter starts
             uniform).
+        max_fit: the validation filters are built on at most this many (the last) fit steps: an exact filter step
+            costs O(T^3), so long series tune on their recent past (the final filter uses every step).
         c_grid: bandwidth multipliers.
         lam_grid: KBR ridges.
         eta_grid: KuLSIF ridges scored by leave-one-out.
@@ -285,12 +296,11 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
             check_positive(value, name)
     designs = _designs(y[: T - V], lags, season, max_lag)
     burn_in = check_count(burn_in, "burn_in", minimum=0)
+    max_fit = check_count(max_fit, "max_fit", minimum=10)
     s = _standardised(y[: T - V], y)
     truth = s[T - V:]
     persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
     prior_mean = float(np.mean(truth**2))
-    low, high = s[: T - V].min(axis=0), s[: T - V].max(axis=0)
-    margin = RANGE_MARGIN * (high - low)
     runs = []
     for design in designs:
         X, Z, base, offset = _design_rows(s, design)
@@ -299,15 +309,15 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
             raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
                              f"{n_fit} fit rows")
         run = slice(n_fit - burn_in, T - offset)
+        fit = slice(max(0, n_fit - max_fit), n_fit)
         for c in c_grid:
-            eta = _loo_eta(Z[:n_fit], c * median_heuristic(Z[:n_fit]), eta_grid, 20, 10)
+            eta = _loo_eta(Z[fit], c * median_heuristic(Z[fit]), eta_grid, 20, 10)
             for lam in lam_grid:
-                means = _filter_means(X[:n_fit], Z[:n_fit], X[run], c, lam, eta, rank)
+                means, in_range = _filter_means(X[fit], Z[fit], X[run], c, lam, eta, rank)
                 forecast = base[n_fit:] + means[burn_in:]
                 err = forecast - truth
                 mse = float(np.mean(err**2))
                 if np.isfinite(mse):
-                    in_range = bool(np.all((forecast >= low - margin) & (forecast <= high + margin)))
                     runs.append((Candidate(design, float(c), float(lam), float(eta), mse, in_range),
                                  err))
     per_design = {}
@@ -451,7 +461,7 @@ def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20
     n_fit = T - offset
     run = slice(max(0, n_fit - burn_in), X.shape[0])
     eta = _loo_eta(Z[:n_fit], b.c * median_heuristic(Z[:n_fit]), ETA_GRID, 20, 10)
-    means = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, b.lam, eta, rank)
+    means, _ = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, b.lam, eta, rank)
     forecast = base[n_fit:] + means[n_fit - run.start:]
     return forecast * scale + centre
 
