@@ -165,9 +165,9 @@ def test_forecast_series_is_causal_and_shaped():
 def test_forecast_series_band_covers_about_its_level():
     hits = []
     for seed in range(3):
-        y = ar1(400, seed=10 + seed)
-        fc = forecast_series(y[:250], y[250:], bayesian=False, lags=(1,), n_val=60)
-        hits.append(np.mean((y[250:, None] >= fc.band[0]) & (y[250:, None] <= fc.band[1])))
+        y = ar1(300, seed=10 + seed)
+        fc = forecast_series(y[:150], y[150:], bayesian=False, lags=(1,), n_val=50)
+        hits.append(np.mean((y[150:, None] >= fc.band[0]) & (y[150:, None] <= fc.band[1])))
     assert 0.83 <= np.mean(hits) <= 0.97  # 450 test steps: MC s.e. of the coverage about 0.014
 
 
