@@ -206,3 +206,9 @@ def test_forecast_series_refuses_bad_input(kwargs, error, match):
 
 def test_public_names_are_exported():
     assert kbr.tune_forecaster is tune_forecaster and kbr.conformal_band is conformal_band
+
+
+def test_any_validation_size_is_taken_up_to_half_the_series():
+    y = ar1(80, seed=13)
+    tuning = tune_forecaster(y, lags=(1,), n_val=60, **FAST)  # more than half: 40 steps validate
+    assert tuning.num_validation == 40 and tuning.validation_errors.shape == (40, 1)

@@ -263,7 +263,7 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
 
     Args:
         y: (T, d) training series (the last V steps validate).
-        n_val: V; default min(200, max(20, T // 5)).
+        n_val: V (at most T // 2); default min(200, max(20, T // 5)).
         lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
             a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
         season: seasonal period for the automatic lag sets; default :func:`seasonal_period` of the fit steps.
@@ -288,7 +288,7 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     require_x64("tune_forecaster")
     y = _as_series(y, "y")
     T = y.shape[0]
-    V = min(200, max(20, T // 5)) if n_val is None else check_count(n_val, "n_val")
+    V = min(200, max(20, T // 5)) if n_val is None else min(check_count(n_val, "n_val"), T // 2)
     for grid, name in ((c_grid, "c_grid"), (lam_grid, "lam_grid"), (eta_grid, "eta_grid")):
         if len(grid) == 0:
             raise ValueError(f"{name} must hold at least one value, got an empty grid")
