@@ -11,7 +11,8 @@ import numpy as np
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
 from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _as_series, _design_rows, _forecast_path,
-                                    _linear_mean, _standardised, conformal_band, tune_forecaster)
+                                    _location_scale, _residual_latents, _standardised, conformal_band,
+                                    tune_forecaster)
 from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
 from .diagnostics import Diagnostics
@@ -104,31 +105,31 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     if bayesian:
         check_key(key)
     tuning = tune_forecaster(y_train, n_val=n_val, lags=lags, season=season, rank=rank)
-    sd = y_train.std(axis=0)
-    sd = np.where(sd > 0, sd, 1.0)
-    calibration_errors = tuning.validation_errors * sd
-    mean = _forecast_path(y_train, y_test, tuning, rank=rank)
-    scale, cal_scale, diagnostics = np.ones_like(mean), np.ones_like(calibration_errors), None
+    centre, sd = _location_scale(y_train)
     if bayesian and tuning.best is not None:
         keys = jax.random.split(key, 2)
         mean, scale, calibration_errors, cal_scale, diagnostics = _bayesian(
-            y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank, sd)
+            y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank,
+            centre, sd)
+    else:
+        mean = _forecast_path(y_train, y_test, tuning, rank=rank)
+        calibration_errors = tuning.validation_errors * sd
+        scale, cal_scale, diagnostics = np.ones_like(mean), np.ones_like(calibration_errors), None
     band = conformal_band(mean, scale, np.abs(calibration_errors) / cal_scale, y_test - mean, level, gamma=gamma)
     design = None if tuning.best is None else tuning.best.design
     return Forecast(mean, band, level, design, tuning, scale, diagnostics, time.perf_counter() - start)
 
 
 def _residual_pairs(s, design, rows):
-    """(X, R, ar): lag vectors, latents (residual of the autoregression fitted on the first ``rows`` rows, lags)
-    and that autoregression, for the standardised series s."""
+    """(X, R, ar, base, offset): the lag design of the standardised series s with residual latents
+    (:func:`~bayeskern.kbr.forecast._residual_latents`, autoregression fitted on the first ``rows`` rows)."""
     X, Z, base, offset = _design_rows(s, design)
-    d = s.shape[1]
-    ar = _linear_mean(X[:rows], Z[:rows, :d])
-    return X, np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar, base, offset
+    R, ar = _residual_latents(X, Z, rows)
+    return X, R, ar, base, offset
 
 
 def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank,
-              sd):
+              centre, sd):
     """NUTS over the filter's hyperparameters for the chosen design; forecasts, scales and validation scores."""
     b, V = tuning.best, tuning.num_validation
     T, d = y_train.shape
@@ -154,5 +155,4 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
     test_draws = np.asarray(pred.draws)[:, burn:, :d]
     mean_s = base[n_fit:] + ar(X[n_fit:]) + test_draws.mean(axis=0)
     scale = np.sqrt(test_draws.var(axis=0) + noise.mean()) * sd
-    centre = y_train.mean(axis=0)
     return mean_s * sd + centre, scale, cal_err, cal_scale * sd, run.diagnostics

@@ -38,7 +38,8 @@ def test_lag_design_matches_the_definition():
         np.testing.assert_array_equal(X[r], np.concatenate([u[t - 1], u[t - 3]]))
         np.testing.assert_array_equal(Z[r], np.concatenate([u[t], u[t - 1], u[t - 3]]))
     X1, Z1 = lag_design(np.arange(5.0), (1,))  # a (T,) series is one coordinate
-    np.testing.assert_array_equal(X1[:, 0], [0, 1, 2, 3]) and np.testing.assert_array_equal(Z1[:, 0], [1, 2, 3, 4])
+    np.testing.assert_array_equal(X1[:, 0], [0, 1, 2, 3])
+    np.testing.assert_array_equal(Z1[:, 0], [1, 2, 3, 4])
 
 
 @pytest.mark.parametrize("lags", [(), (0, 1), (2, 1), (1, 1), (1.5,), 10])

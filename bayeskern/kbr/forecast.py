@@ -1,10 +1,12 @@
 """One-step-ahead forecasting of an observed series with the kernel Bayes filter: lag designs, the validated choice
 of lags, transform and filter hyperparameters, and sequential conformal bands (user guide, forecasting)."""
 
+import dataclasses
 import math
 import warnings
 from typing import NamedTuple
 
+import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
@@ -198,9 +200,15 @@ def _candidate_lags(season: int | None, max_lag: int, order: int | None = None) 
     return sets
 
 
+def _location_scale(y_train):
+    """(centre, scale) of the training series per coordinate; a constant coordinate keeps scale 1."""
+    scale = y_train.std(axis=0)
+    return y_train.mean(axis=0), np.where(scale > 0, scale, 1.0)
+
+
 def _standardised(y_train, y):
-    centre, scale = y_train.mean(axis=0), y_train.std(axis=0)
-    return (y - centre) / np.where(scale > 0, scale, 1.0)
+    centre, scale = _location_scale(y_train)
+    return (y - centre) / scale
 
 
 def _design_rows(s, design: ForecastDesign):
@@ -228,22 +236,39 @@ def _linear_mean(X, U):
     return lambda Xq: coef[0] + Xq @ coef[1:]
 
 
-def _filter_means(X, Z, X_run, c, lam, eta, rank):
-    """(forecasts of u over X_run, whether the filter's read-outs stayed in range): the autoregression on the fit
-    rows (X, Z) plus the filtered mean of its residual, the filter built on (X, (residual, X)). The read-outs (the
-    residual block of the filtered means) must stay within the range of the training residuals widened by
-    ``RANGE_MARGIN``."""
+def _residual_latents(X, Z, rows):
+    """(R, ar): the latents with their first d coordinates replaced by what the least-squares autoregression
+    ``ar`` fitted on the first ``rows`` rows leaves over, R = (u - ar(x), x)."""
     d = Z.shape[1] - X.shape[1]
-    ar = _linear_mean(X, Z[:, :d])
-    R = np.hstack([Z[:, :d] - ar(X), Z[:, d:]])
-    kbf = KernelBayesFilter.build(X, R, c * median_heuristic(X), c * median_heuristic(R), lam, eta, rank=rank)
-    with warnings.catch_warnings():  # an unseen observation shows as a large validation error instead
-        warnings.simplefilter("ignore", OutOfRangeWarning)
-        readout = np.asarray(kbf.filter(X_run))[:, :d]
+    ar = _linear_mean(X[:rows], Z[:rows, :d])
+    return np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar
+
+
+def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
+    """Forecasts of u over X_run for each ridge in ``lams``: the autoregression on the fit rows (X, Z) plus the
+    filtered mean of its residual, from one filter built on (X, R) (lam enters only the update, so the filter is
+    built once and the ridge replaced). eta by leave-one-out on the residual latents.
+
+    Returns:
+        (eta, [(forecast (m, d), in_range), ...]) where in_range says the read-outs (the residual block of the
+        filtered means) stayed within the training residuals' range widened by ``RANGE_MARGIN``.
+    """
+    d = Z.shape[1] - X.shape[1]
+    R, ar = _residual_latents(X, Z, X.shape[0])
+    sigma_z = c * median_heuristic(R)
+    eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
+    base = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, min(lams), eta, rank=rank)
     low, high = R[:, :d].min(axis=0), R[:, :d].max(axis=0)
     margin = RANGE_MARGIN * (high - low)
-    in_range = bool(np.all((readout >= low - margin) & (readout <= high + margin)))
-    return ar(X_run) + readout, in_range
+    trend, out = ar(X_run), []
+    for lam in lams:
+        kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
+        with warnings.catch_warnings():  # an unseen observation shows as a large validation error instead
+            warnings.simplefilter("ignore", OutOfRangeWarning)
+            readout = np.asarray(kbf.filter(X_run))[:, :d]
+        in_range = bool(np.all((readout >= low - margin) & (readout <= high + margin)))
+        out.append((trend + readout, in_range))
+    return eta, out
 
 
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
@@ -311,9 +336,8 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         run = slice(n_fit - burn_in, T - offset)
         fit = slice(max(0, n_fit - max_fit), n_fit)
         for c in c_grid:
-            eta = _loo_eta(Z[fit], c * median_heuristic(Z[fit]), eta_grid, 20, 10)
-            for lam in lam_grid:
-                means, in_range = _filter_means(X[fit], Z[fit], X[run], c, lam, eta, rank)
+            eta, results = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
+            for lam, (means, in_range) in zip(lam_grid, results):
                 forecast = base[n_fit:] + means[burn_in:]
                 err = forecast - truth
                 mse = float(np.mean(err**2))
@@ -451,8 +475,7 @@ def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20
     y = np.concatenate([y_train, y_test])
     T = y_train.shape[0]
     s = _standardised(y_train, y)
-    centre, scale = y_train.mean(axis=0), y_train.std(axis=0)
-    scale = np.where(scale > 0, scale, 1.0)
+    centre, scale = _location_scale(y_train)
     if tuning.best is None:
         forecast = s[T - 1: -1] if tuning.fallback == "persistence" else np.zeros_like(s[T:])
         return forecast * scale + centre
@@ -460,8 +483,7 @@ def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20
     X, Z, base, offset = _design_rows(s, b.design)
     n_fit = T - offset
     run = slice(max(0, n_fit - burn_in), X.shape[0])
-    eta = _loo_eta(Z[:n_fit], b.c * median_heuristic(Z[:n_fit]), ETA_GRID, 20, 10)
-    means, _ = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, b.lam, eta, rank)
+    _, [(means, _)] = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, (b.lam,), ETA_GRID, rank)
     forecast = base[n_fit:] + means[n_fit - run.start:]
     return forecast * scale + centre
 
