@@ -32,8 +32,10 @@ from .fitted import load as _load
 from .linalg import CholeskyError
 from .mmd import mmd2_biased, mmd2_gaussians, mmd2_linear, mmd2_unbiased, mmd_test
 from .testresult import HypothesisTestResult
+from .aggregate import AggregatedTestResult, KernelCollection
 
-# the method families register their fitted classes for `load` on import (kernels and embeddings already did)
+# the method families register their fitted classes for `load` on import (kernels and embeddings already did), and
+# bke the "bayes" kernel rule of the tests
 from . import bke, compression, jdl, kbr  # noqa: E402  (after the foundation names they build on)
 
 
@@ -87,6 +89,8 @@ __all__ = [
     "FileFormatError",
     "Interrupted",
     "ConditionalExpectation",
+    "KernelCollection",
+    "AggregatedTestResult",
     "enable_x64",
     "x64_enabled",
     "enable_compilation_cache",

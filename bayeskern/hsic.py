@@ -9,6 +9,7 @@ from jax import lax
 from jax.scipy.special import gammaincc
 
 from ._kernel_choice import choose_kernel
+from .aggregate import AggregatedTestResult, KernelCollection, aggregate_statistics
 from ._validation import as_points, check_count, check_key, check_min_points, check_same_length, num_points
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, check_kernel, diagonal_values, pair_sum,
@@ -35,8 +36,8 @@ def _prepare(X, Y, kx, ky, minimum, block_size=1):
 
 def _default_kernels(X, Y, kx, ky, key):
     keys = (None, None) if key is None else (jax.random.fold_in(key, 0xB1), jax.random.fold_in(key, 0xB2))
-    return (choose_kernel(kx, as_points(X, "X"), key=keys[0], what="kx"),
-            choose_kernel(ky, as_points(Y, "Y"), key=keys[1], what="ky"))
+    return (choose_kernel(kx, as_points(X, "X"), key=keys[0], what="kx", role="marginal"),
+            choose_kernel(ky, as_points(Y, "Y"), key=keys[1], what="ky", role="marginal"))
 
 
 def _moments(kx, ky, X, Y, block_size):
@@ -123,6 +124,20 @@ def _null_dense(kx, ky, X, Y, perms, batch):
     Kc = K - K.mean(0)[None, :] - K.mean(1)[:, None] + K.mean()
     L = ky.evaluate(Y, Y)
     return lax.map(lambda p: jnp.sum(Kc * L[p][:, p]) / n**2, perms, batch_size=batch)
+
+
+@partial(jax.jit, static_argnames=("batch",))
+def _null_dense_collection(kxs, kys, X, Y, perms, batch):
+    """HSIC_b of every kernel pair (kxs[i], kys[j]) on (X, Y[perm]) for each permutation: (P, I, J)."""
+    n = X.shape[0]
+
+    def centred(k):
+        K = k.evaluate(X, X)
+        return K - K.mean(0)[None, :] - K.mean(1)[:, None] + K.mean()
+
+    Kc = jnp.stack([centred(k) for k in kxs]).reshape(len(kxs), n * n)
+    L = jnp.stack([k.evaluate(Y, Y) for k in kys])
+    return lax.map(lambda p: Kc @ L[:, p][:, :, p].reshape(len(kys), n * n).T / n**2, perms, batch_size=batch)
 
 
 @partial(jax.jit, static_argnames=("block_size",))
@@ -217,6 +232,12 @@ def hsic_test(
     n_permutations = check_count(n_permutations, "n_permutations")
     block_size, dense_max = check_count(block_size, "block_size"), check_count(dense_max, "dense_max", 0)
     kx, ky = _default_kernels(X, Y, kx, ky, key)
+    collections = None
+    if isinstance(kx, KernelCollection) or isinstance(ky, KernelCollection):
+        if method != "permutation":
+            raise ValueError("an aggregated test (kx or ky 'bayes' or a KernelCollection) needs method='permutation'")
+        collections = tuple(k if isinstance(k, KernelCollection) else KernelCollection.single(k) for k in (kx, ky))
+        kx, ky = collections[0].kernels[0], collections[1].kernels[0]
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]
     if method == "gamma":
@@ -230,6 +251,8 @@ def hsic_test(
         raise ValueError("hsic_test(method='permutation') needs a PRNG key: pass key=jax.random.key(seed)")
     perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, n_permutations))
     perms = jnp.concatenate([jnp.arange(n)[None, :], perms])  # identity first: observed and null share arithmetic
+    if collections is not None:
+        return _aggregated(*collections, X, Y, perms, dense_max, block_size)
     if n <= dense_max:
         stats = _null_dense(kx, ky, X, Y, perms, max(1, 2**24 // n**2))
     else:
@@ -237,3 +260,22 @@ def hsic_test(
     stats = np.asarray(stats)
     observed, null = float(stats[0]), stats[1:]
     return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kx, ky))
+
+
+def _aggregated(cx, cy, X, Y, perms, dense_max, block_size):
+    """The aggregated test over every pair of the two collections, weights multiplied."""
+    n = X.shape[0]
+    if n <= dense_max:
+        batch = max(1, 2**24 // (n**2 * len(cy)))
+        stats = np.asarray(_null_dense_collection(cx.kernels, cy.kernels, X, Y, perms, batch))
+        stats = stats.reshape(stats.shape[0], -1)
+    else:
+        stats = np.stack([np.asarray(_null_matrix_free(a, b, X, Y, perms, block_size))
+                          for a in cx.kernels for b in cy.kernels], axis=1)
+    weights = np.outer(cx.weights, cy.weights).ravel()
+    pairs = tuple((a, b) for a in cx.kernels for b in cy.kernels)
+    labels = tuple(f"x: {a}; y: {b}" for a in cx.labels for b in cy.labels)
+    aggregated, p = aggregate_statistics(stats, weights)
+    observed, null = float(aggregated[0]), aggregated[1:]
+    return AggregatedTestResult(observed, permutation_p_value(observed, null), "permutation", null, pairs, weights,
+                                stats[0], p[0], labels)

@@ -8,6 +8,7 @@ import numpy as np
 from jax.scipy.special import ndtr
 
 from ._kernel_choice import choose_kernel
+from .aggregate import AggregatedTestResult, KernelCollection, aggregate_statistics
 from ._validation import (as_points, as_real_array, check_count, check_covariance, check_finite, check_key,
                           check_min_points, check_positive, check_same_dim, num_points)
 from .kernels.base import Kernel
@@ -201,7 +202,7 @@ def _derived(key, tag):
 def mmd_test(
     X,
     Y,
-    kernel: Kernel | str | None = None,
+    kernel: Kernel | KernelCollection | str | None = None,
     *,
     key=None,
     n_permutations: int = 500,
@@ -253,7 +254,11 @@ def mmd_test(
     block_size, max_label_columns = check_count(block_size, "block_size"), check_count(max_label_columns,
                                                                                       "max_label_columns")
     kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
-    X, Y = _prepare_samples(X, Y, kernel, 2)
+    collection = kernel if isinstance(kernel, KernelCollection) else None
+    if collection is not None and estimator == "linear":
+        raise ValueError("an aggregated test (kernel='bayes' or a KernelCollection) needs a permutation null: "
+                         "estimator must be 'unbiased' or 'biased', not 'linear'")
+    X, Y = _prepare_samples(X, Y, collection.kernels[0] if collection else kernel, 2)
     check_same_dim(X, Y, "X and Y")
     n, m = X.shape[0], Y.shape[0]
 
@@ -267,7 +272,21 @@ def mmd_test(
 
     if key is None:
         raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
+    stats = _permutation_statistics(collection.kernels if collection else (kernel,), X, Y, key, n_permutations,
+                                    estimator, block_size, max_label_columns)
+    if collection is None:
+        observed, null = float(stats[0, 0]), stats[1:, 0]
+        return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kernel,))
+    aggregated, p = aggregate_statistics(stats, collection.weights)
+    observed, null = float(aggregated[0]), aggregated[1:]
+    return AggregatedTestResult(observed, permutation_p_value(observed, null), "permutation", null,
+                                collection.kernels, collection.weights, stats[0], p[0], collection.labels)
+
+
+def _permutation_statistics(kernels, X, Y, key, n_permutations, estimator, block_size, max_label_columns):
+    """(B + 1, K) statistics of every kernel on the observed labelling (row 0) and B shared relabellings."""
     Z = jnp.concatenate([X, Y])
+    n, m = X.shape[0], Y.shape[0]
     N = n + m
     s0 = jnp.concatenate([jnp.ones(n), jnp.zeros(m)])
     keys = jax.random.split(key, n_permutations + 1)  # column 0 is replaced by the observed labels
@@ -278,8 +297,6 @@ def mmd_test(
         S = _labels_from_keys(jnp.concatenate([k, jnp.repeat(k[:1], batch - k.shape[0], axis=0)]), N, n)
         if start == 0:
             S = S.at[:, 0].set(s0)
-        forms = _label_forms(kernel, Z, S, n, block_size)
-        stats.append(np.asarray(_statistic(forms, n, m, estimator)[: k.shape[0]]))
-    stats = np.concatenate(stats)
-    observed, null = float(stats[0]), stats[1:]
-    return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kernel,))
+        stats.append(np.stack([np.asarray(_statistic(_label_forms(kern, Z, S, n, block_size), n, m, estimator)
+                                          [: k.shape[0]]) for kern in kernels], axis=1))
+    return np.concatenate(stats)

@@ -7,7 +7,7 @@ import numpy as np
 from ._validation import as_finite_array, check_count
 from .fitted import write_atomic
 
-__all__ = ["plot_null_distribution", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
+__all__ = ["plot_null_distribution", "plot_kernel_evidence", "plot_witness_1d", "plot_witness_2d", "plot_likelihood_curve", "plot_ranges",
            "save_figure"]
 
 
@@ -76,6 +76,36 @@ def plot_null_distribution(ax, result, label: str = "statistic"):
     ax.set_xlabel(label)
     ax.set_ylabel("count")
     ax.legend(frameon=False)
+
+
+def plot_kernel_evidence(ax, result, top: int = 10):
+    """Which kernels carried an aggregated test: log(w_k / p_k) of the ``top`` strongest, with the threshold.
+
+    Bars show each kernel's weighted evidence (prior weight w_k, own permutation p-value p_k); the dashed line is
+    the smallest observed evidence that rejects at level 0.05 given the permutation null of the aggregated statistic.
+
+    Args:
+        ax: the matplotlib axes to draw on.
+        result: an :class:`~bayeskern.AggregatedTestResult` (``mmd_test`` or ``hsic_test`` with ``"bayes"`` or a
+            KernelCollection).
+        top: how many kernels to show, an integer >= 1.
+
+    Raises:
+        TypeError: for a result that is not an aggregated test's, or top not an integer.
+        ValueError: for top below 1.
+    """
+    if getattr(result, "kernel_p_values", None) is None:
+        raise TypeError(f"result must be an AggregatedTestResult, got {type(result).__name__}")
+    top = check_count(top, "top")
+    order = result.ranking()[:top]
+    evidence = np.log(result.weights) - np.log(result.kernel_p_values)
+    ax.barh(np.arange(len(order))[::-1], evidence[order], color="C0")
+    ax.set_yticks(np.arange(len(order))[::-1], [result.labels[i] for i in order], fontsize=8)
+    threshold = np.quantile(result.null_samples, 0.95)
+    ax.axvline(threshold, color="C3", ls="--", label="95 % of the permutation null")
+    ax.set_xlabel("evidence  log(w_k / p_k)")
+    ax.set_title(f"aggregated p = {result.p_value:.3g}")
+    ax.legend(frameon=False, fontsize=8)
 
 
 def plot_witness_1d(ax, grid, values, X=None, Y=None, band=None, labels=("P", "Q")):

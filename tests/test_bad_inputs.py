@@ -41,6 +41,25 @@ def fits():
 
 # (public name, id, call, error, message fragment naming the argument)
 CASES = [
+    ("datasets.perturbed_uniform", "scale above 1", lambda f: bk.datasets.perturbed_uniform(10, 1, 2, 1.5), ValueError, "scale must"),
+    ("KernelCollection", "zero weight", lambda f: bk.KernelCollection((bk.RBF(1.0),), [0.0], ("a",)), ValueError, "weights must"),
+    ("KernelCollection", "not a kernel", lambda f: bk.KernelCollection((1.0,), [1.0], ("a",)), TypeError, "entry of kernels"),
+    ("KernelCollection", "lengths differ", lambda f: bk.KernelCollection((bk.RBF(1.0),), [0.5, 0.5], ("a",)), ValueError,
+     "kernels, weights and labels"),
+    ("AggregatedTestResult", "unknown family", lambda f: bk.AggregatedTestResult(
+        1.0, 0.5, "permutation", None, (bk.RBF(1.0),), np.ones(1), np.ones(1), np.ones(1), ("a",)).dominant("cauchy"),
+     ValueError, "family must"),
+    ("bke.BayesAggregate", "unknown family", lambda f: bke.BayesAggregate(families=("cauchy",)), ValueError, "families must"),
+    ("bke.BayesAggregate", "share above 1", lambda f: bke.BayesAggregate(posterior_share=1.5), ValueError, "posterior_share"),
+    ("bke.BayesAggregate", "no floor with a share below 1", lambda f: bke.BayesAggregate(num_bandwidths=0), ValueError,
+     "posterior_share must be 1"),
+    ("bke.aggregated_witness", "not an aggregated result", lambda f: bke.aggregated_witness(
+        bk.HypothesisTestResult(1.0, 0.5, "gamma"), X, Y, grid=X[:5]), TypeError, "result must"),
+    ("mmd_test", "bayes without a key", lambda f: bk.mmd_test(X, Y, "bayes"), ValueError, "needs a PRNG key"),
+    ("mmd_test", "bayes with the linear estimator", lambda f: bk.mmd_test(X, Y, "bayes", key=KEY, estimator="linear"),
+     ValueError, "estimator must be"),
+    ("hsic_test", "bayes with the gamma null", lambda f: bk.hsic_test(X, X**2, "bayes", key=KEY,
+     method="gamma"), ValueError, "method='permutation'"),
     ("mmd2_unbiased", "string data", lambda f: bk.mmd2_unbiased([["a", "b"]] * 3, Y, bk.RBF(1.0)), TypeError, "X must hold real"),
     ("mmd2_biased", "object data", lambda f: bk.mmd2_biased(X, np.array([object()] * 3), bk.RBF(1.0)), TypeError, "Y must hold"),
     ("mmd2_unbiased", "kernel not a kernel", lambda f: bk.mmd2_unbiased(X, Y, 1.0), TypeError, "kernel must be"),
@@ -164,6 +183,8 @@ CASES = [
     ("kernels.kernel_class", "name not a string", lambda f: kn.kernel_class(3), TypeError, "name"),
     ("plotting.plot_likelihood_curve", "fit not a fit", lambda f: plotting.plot_likelihood_curve(None, "fit"), TypeError,
      "fit"),
+    ("plotting.plot_kernel_evidence", "not an aggregated result",
+     lambda f: plotting.plot_kernel_evidence(None, bk.HypothesisTestResult(1.0, 0.5, "gamma")), TypeError, "result must"),
     ("plotting.plot_null_distribution", "result without null samples",
      lambda f: plotting.plot_null_distribution(None, bk.HypothesisTestResult(1.0, 0.5, "gamma")), ValueError,
      "null_samples"),
@@ -253,6 +274,9 @@ ARRAYS = [
     ("bke.log_pseudolikelihood", lambda A: bke.log_pseudolikelihood(X, A, k), "Z", Y[:5]),
     ("bke.log_volume", lambda A: bke.log_volume(A, Y[:5], k), "X", X),
     ("bke.witness_posterior", lambda A: bke.witness_posterior(X, Y, k, grid=A), "grid", X[:5]),
+    ("bke.lengthscale_posterior", lambda A: bke.lengthscale_posterior(A, key=KEY), "X", X),
+    ("bke.lengthscale_posterior", lambda A: bke.lengthscale_posterior(X, key=KEY, grid=A), "grid", np.geomspace(0.1, 3, 5)),
+    ("bke.BayesAggregate", lambda A: bke.BayesAggregate()(A, key=KEY), "X", X),
     ("bke.SEPseudolikelihood", lambda A: bke.SEPseudolikelihood.build(A, Y[:5]), "X", X),
     ("bke.ConvolvedSE", lambda A: bke.ConvolvedSE(k, nu="gaussian", eta=A), "eta", np.ones(2)),
     ("compression.ackh", lambda A: cp.ackh(A, y1, 5, key=KEY, lam_c=1e-2, progress_bar=False), "x", X),
@@ -402,6 +426,11 @@ SCALES = [
     ("optim.minimise", lambda s: optim.minimise(lambda p, c_, d, key: (p ** 2, c_), 1.0, optim.adam(0.1), num_steps=3, tol=s), "tol"),
 ]
 COUNTS = [
+    ("datasets.perturbed_uniform", lambda c: bk.datasets.perturbed_uniform(c, 1), "n"),
+    ("datasets.perturbed_uniform", lambda c: bk.datasets.perturbed_uniform(10, 1, c), "perturbations"),
+    ("bke.BayesAggregate", lambda c: bke.BayesAggregate(inducing=(10, c)), "inducing"),
+    ("bke.lengthscale_posterior", lambda c: bke.lengthscale_posterior(X, key=KEY, size=c), "size"),
+    ("bke.BayesAggregate", lambda c: bke.BayesAggregate(max_modes=c), "max_modes"),
     ("kbr.seasonal_period", lambda c: kbr.seasonal_period(X, c), "max_period"),
     ("kbr.tune_forecaster", lambda c: kbr.tune_forecaster(X[:, 0], n_val=c), "n_val"),
     ("plotting.save_figure", lambda c: plotting.save_figure(F["ax"].figure, F["png"], dpi=c), "dpi"),
@@ -456,6 +485,8 @@ COUNTS = [
     ("sharding.load_rows", lambda c: sharding.load_rows(F["npy"], start=c), "start"),
 ]
 KEYS = [
+    ("bke.lengthscale_posterior", lambda key: bke.lengthscale_posterior(X, key=key), "key"),
+    ("bke.BayesAggregate", lambda key: bke.BayesAggregate()(X, key=key), "key"),
     ("median_heuristic", lambda key: bk.median_heuristic(X, max_points=10, key=key), "key"),
     ("bke.witness_posterior", lambda key: bke.witness_posterior(X, Y, grid=X[:5], key=key, hyper_draws={"lengthscale": np.ones(3)}, make_kernel=lambda d: bk.RBF(d["lengthscale"])), "key"),
     ("compression.ackh", lambda key: cp.ackh(X, y1, 5, key=key, lam_c=1e-2), "key"),
@@ -688,7 +719,7 @@ NO_INPUT = {
     "Interrupted": "an exception the library raises on Ctrl-C; its partial result may be anything",
 }
 # result records the library builds and returns (their producers have rows above)
-RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.EmbeddingPosterior", "bke.WitnessPosterior",
+RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.LengthscalePosterior", "bke.EmbeddingPosterior", "bke.WitnessPosterior",
                 "compression.CompressionProblem", "compression.CompressionResult", "compression.Standardiser",
                 "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
                 "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",

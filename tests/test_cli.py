@@ -316,3 +316,27 @@ def test_interrupted_nuts_in_the_filter_keeps_the_draws_so_far(tmp_path, monkeyp
     assert "holds the 100 draws per chain finished so far (of 1000)" in capsys.readouterr().err
     assert az.from_netcdf(out / "posterior.nc").posterior["log_lam"].shape == (1, 100)
     assert (out / "filter.npz").exists() and not (out / "filtered.csv").exists()
+
+
+def test_both_tests_offer_the_bayesian_aggregate(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-np.pi, np.pi, (120, 1))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", np.sin(6 * x) + 0.2 * rng.standard_normal((120, 1)))
+    np.save(tmp_path / "q.npy", rng.laplace(0.0, 1.5, (100, 1)))
+    out = tmp_path / "hsic"
+    assert main(["independence", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--kernel", "bayes",
+                 "--permutations", "99", "--out", str(out)]) == 0
+    s = _summary(out)
+    assert s["kernel"] == "bayes aggregate" and s["reject_at_0.05"] and len(s["kernels"]) == 5
+    evidence = [np.log(k["weight"] / k["p_value"]) for k in s["kernels"]]
+    assert evidence == sorted(evidence, reverse=True)   # strongest kernel pair first
+    two = tmp_path / "mmd"
+    assert main(["two-sample", str(tmp_path / "x.npy"), str(tmp_path / "q.npy"), "--kernel", "bayes",
+                 "--permutations", "99", "--out", str(two)]) == 0
+    s = _summary(two)
+    assert s["kernel"] == "bayes aggregate" and 0 < s["p_value"] <= 1 and "mmd2_unbiased" not in s
+    assert s["lengthscale"] > 0 and "posterior at lengthscale" in s["witness"]
+    assert sum(k["weight"] for k in s["kernels"]) <= 1 + 1e-12 and (two / "two_sample.png").exists()
+    _assert_one_line_error(["independence", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--kernel", "bayes",
+                            "--permutations", "0", "--out", str(tmp_path / "g")], "--kernel bayes needs", capsys)

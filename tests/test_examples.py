@@ -38,6 +38,16 @@ def test_acceptance_grid_of_gaussians_bkl_beats_the_median_heuristic(tmp_path):
     assert 1 - rates[2.0]["bkl"] < 0.35 and 1 - rates[2.0]["median"] > 0.9
 
 
+@pytest.mark.slow  # a smoke run; the power study is benchmarks/bench_test_power.py
+def test_kernel_test_power_example_runs(tmp_path):
+    example = _load("kernel_test_power")
+    example.PROBLEMS = {name: (label, values[-1:], make) for name, (label, values, make) in example.PROBLEMS.items()}
+    curves, result = example.main(tmp_path, reps=2)
+    assert set(curves) == {"perturbed uniform d = 1", "grid of Gaussians"}
+    assert all(len(rates) == 1 for curve in curves.values() for rates in curve.values())
+    assert result.p_value <= 0.05 and (tmp_path / "kernel_test_power.png").stat().st_size > 10_000
+
+
 @pytest.mark.slow
 def test_acceptance_witness_posterior_1d(tmp_path):
     """Flaxman et al. (2016, Section 5.2): 4 NUTS chains converge; the band excludes 0 far more at n = 400."""

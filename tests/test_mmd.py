@@ -193,7 +193,7 @@ def test_mmd_and_hsic_tests_accept_a_bkl_kernel():
     assert float(median.kernels[0].lengthscale) != pytest.approx(float(expected.lengthscale), rel=1e-3)
     with pytest.raises(ValueError, match="needs a PRNG key"):
         mmd_test(X, Y, bkl_kernel, estimator="linear")
-    with pytest.raises(ValueError, match="'median' or a kernel rule"):
+    with pytest.raises(ValueError, match="'median', 'bayes' or a kernel rule"):
         mmd_test(X, Y, "gauss", key=key)
     dep = hsic_test(X, X[:, :1] ** 2, bkl_kernel, bkl_kernel, key=key, n_permutations=99)
     assert dep.reject(0.05) and len(dep.kernels) == 2

@@ -126,6 +126,29 @@ def test_blobs_generator_matches_its_design():
     assert np.mean(np.abs(xq)) == pytest.approx(np.sqrt(0.5), rel=0.05)
 
 
+def test_perturbed_uniform_samples_its_density():
+    from bayeskern.datasets import _perturbed_density
+
+    rng = np.random.default_rng(0)
+    for d in (1, 2):
+        theta = rng.choice([-1.0, 1.0], size=(3,) * d)
+        points = rng.uniform(size=(200_000, d))
+        f = _perturbed_density(points, theta, 1.0)
+        assert f.min() >= 0 and f.mean() == pytest.approx(1.0, abs=0.01)   # a density on [0, 1]^d at full height
+    assert np.all(_perturbed_density(np.array([[1.5], [-0.1]]), np.ones(2), 0.5) == 0)
+    XP, XQ = bk.datasets.perturbed_uniform(40_000, 1, 2, 0.8, seed=3)
+    assert XP.shape == XQ.shape == (40_000, 1) and XP.min() >= 0 and XP.max() <= 1
+    theta = np.random.default_rng(3).choice([-1.0, 1.0], size=(2,))    # the signs the sampler drew first
+    edges = np.linspace(0, 1, 33)
+    mids = (edges[:-1] + edges[1:]) / 2
+    fine = np.linspace(0, 1, 32 * 200 + 1)[:-1] + 1 / (2 * 32 * 200)
+    expected = _perturbed_density(fine[:, None], theta, 0.8).reshape(32, 200).mean(1) / 32
+    observed = np.histogram(XP[:, 0], edges)[0] / len(XP)
+    assert np.max(np.abs(observed - expected) / np.sqrt(expected / len(XP))) < 4.5, (observed, expected, mids)
+    same, uniform = bk.datasets.perturbed_uniform(5000, 2, 2, 0.0, seed=4)
+    assert abs(same.mean() - 0.5) < 0.02 and abs(uniform.mean() - 0.5) < 0.02
+
+
 def test_plot_ranges_draws_mean_and_min_max_per_group():
     import matplotlib
 

@@ -1,4 +1,5 @@
-"""``bayeskern demo`` and ``bayeskern two-sample X Y``: BKL lengthscale, MMD test, witness posterior."""
+"""``bayeskern demo`` and ``bayeskern two-sample X Y``: BKL lengthscale or the Bayesian aggregated kernels, MMD test,
+witness posterior."""
 
 import sys
 import time
@@ -21,9 +22,15 @@ def _two_sample_report(X, Y, args, title):
     t0 = time.perf_counter()
     key = jax.random.key(args.seed)
     median = float(bk.median_heuristic(X, Y))
-    fit = split = None
+    fit = split = result = None
     if args.lengthscale:
         ls, rule = args.lengthscale, "user"
+    elif args.kernel == "bayes":
+        report(f"Bayesian aggregated MMD test: BKE posterior kernels and a bandwidth floor, {args.permutations} "
+               "permutations")
+        result = bk.mmd_test(X, Y, "bayes", key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
+        ls = float(result.dominant("gaussian").lengthscale)
+        rule = "the dominant Gaussian kernel of the Bayesian aggregated test"
     elif args.kernel == "median":
         ls, rule = median, "median heuristic (pooled)"
     else:
@@ -32,22 +39,30 @@ def _two_sample_report(X, Y, args, title):
         fit = fit_type2(*split, args.tau2)
         ls = float(fit.lengthscale)
         rule = f"BKL: type-II ML of the BKE pseudolikelihood (tau2 = {fit.tau2:g}, m = {fit.m} held-out inducing points)"
-    report(f"MMD test with lengthscale {ls:.4g}, {args.permutations} permutations")
-    result = bk.mmd_test(X, Y, bk.RBF(ls), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
+    if result is None:
+        report(f"MMD test with lengthscale {ls:.4g}, {args.permutations} permutations")
+        result = bk.mmd_test(X, Y, bk.RBF(ls), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
     summary = {
         "title": title,
         "n_x": int(X.shape[0]),
         "n_y": int(Y.shape[0]),
         "dimension": int(X.shape[1]),
-        "kernel": "rbf",
+        "kernel": "bayes aggregate" if args.kernel == "bayes" and not args.lengthscale else "rbf",
         "lengthscale": ls,
         "lengthscale_rule": rule,
         "median_heuristic_lengthscale": median,
-        "mmd2_unbiased": result.statistic,
         "p_value": result.p_value,
         "n_permutations": args.permutations,
         f"reject_at_{args.alpha}": result.reject(args.alpha),
     }
+    if hasattr(result, "kernel_p_values"):
+        summary["statistic"] = result.statistic
+        summary["statistic_meaning"] = "max over kernels of log(weight / own permutation p-value)"
+        summary["kernels"] = [{"kernel": result.labels[i], "weight": float(result.weights[i]),
+                               "mmd2_unbiased": float(result.kernel_statistics[i]),
+                               "p_value": float(result.kernel_p_values[i])} for i in result.ranking()[:5]]
+    else:
+        summary["mmd2_unbiased"] = result.statistic
     if fit is not None:
         summary["bkl_local_maxima"] = [round(t, 4) for t, _ in fit.local_maxima]
         median_result = bk.mmd_test(X, Y, bk.RBF(median), key=jax.random.fold_in(key, 2), n_permutations=args.permutations)
@@ -112,15 +127,19 @@ def _witness(X, Y, ls, fit, split, args, key, summary, out):
 
 def _plot(X, Y, ls, fit, median, result, witness, path):
     plt = pyplot()
-    from bayeskern.plotting import (plot_likelihood_curve, plot_null_distribution, plot_witness_1d, plot_witness_2d,
-                                    save_figure)
+    from bayeskern.plotting import (plot_kernel_evidence, plot_likelihood_curve, plot_null_distribution,
+                                    plot_witness_1d, plot_witness_2d, save_figure)
 
+    aggregated = hasattr(result, "kernel_p_values")
     panels = 1 + (fit is not None) + (witness is not None)
-    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels, 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, panels, figsize=(5.2 * panels + 2.0 * aggregated, 4.2), squeeze=False)
     axes = list(axes[0])
     if fit is not None:
         plot_likelihood_curve(axes.pop(0), fit, median)
-    plot_null_distribution(axes.pop(0), result, f"unbiased MMD^2 (lengthscale {ls:.3g})")
+    if aggregated:
+        plot_kernel_evidence(axes.pop(0), result, top=8)
+    else:
+        plot_null_distribution(axes.pop(0), result, f"unbiased MMD^2 (lengthscale {ls:.3g})")
     if witness is not None:
         post, grid_axes = witness
         ax = axes.pop(0)
@@ -151,8 +170,10 @@ def _cmd_two_sample(args):
 
 def _add_test_options(p):
     p.add_argument("--permutations", type=int, default=500, help="number of random relabellings for the null (default 500)")
-    p.add_argument("--kernel", choices=("bkl", "median"), default="bkl",
-                   help="lengthscale rule: bkl (type-II ML of the BKE pseudolikelihood, default) or median heuristic")
+    p.add_argument("--kernel", choices=("bkl", "median", "bayes"), default="bkl",
+                   help="bkl (one RBF, type-II ML of the BKE pseudolikelihood, default), median heuristic, or bayes: "
+                        "the Bayesian aggregated test (kernels and weights from the BKE posterior; the witness uses "
+                        "its dominant Gaussian kernel)")
     p.add_argument("--lengthscale", type=float, default=None, help="fixed RBF lengthscale (overrides --kernel)")
     p.add_argument("--inducing", type=int, default=None, help="BKL: held-out inducing points (default min(100, max(D, N/10)))")
     p.add_argument("--tau2", type=float, default=1.0, help="BKL / witness: embedding noise variance tau2 (default 1)")

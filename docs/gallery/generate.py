@@ -27,6 +27,7 @@ GALLERY = ROOT / "docs" / "gallery"
 ARGS = {
     "two_sample_quickstart": [],
     "bke_grid_of_gaussians": ["--reps", "3", "--permutations", "100"],
+    "kernel_test_power": ["--reps", "20"],
     "bke_witness_1d": [],
     "kbr_posterior_mean": ["--runs", "5"],
     "kbf_circle": ["--runs", "2", "--T", "300"],

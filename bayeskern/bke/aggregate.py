@@ -1,0 +1,166 @@
+"""The Bayesian aggregated kernel test's rule: kernels and weights from the BKE posterior of the unlabelled sample."""
+
+from dataclasses import dataclass
+
+import jax
+import numpy as np
+
+from .._kernel_choice import register_named_rule
+from .._validation import as_points, check_count, check_key
+from ..kernels.heuristics import median_heuristic
+from ..aggregate import FAMILIES, AggregatedTestResult, KernelCollection
+from .hyper import lengthscale_posterior
+from .posterior import WitnessPosterior, witness_posterior
+
+__all__ = ["BayesAggregate", "aggregated_witness", "TWO_SAMPLE_RULE", "MARGINAL_RULE"]
+
+
+def _distance_range(Z, key, max_points=500):
+    """(5 % quantile, maximum) of the pairwise distances of a random subsample of at most ``max_points`` rows."""
+    Z = np.asarray(Z, float)
+    if Z.shape[0] > max_points:
+        Z = Z[np.asarray(jax.random.choice(key, Z.shape[0], (max_points,), replace=False))]
+    sq = np.sum(Z**2, 1)
+    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0.0)[np.triu_indices(Z.shape[0], 1)]
+    d = np.sqrt(d2[d2 > 0])
+    if d.size == 0:
+        raise ValueError("the pooled sample has fewer than two distinct points: no kernel scale can be chosen")
+    return float(np.quantile(d, 0.05)), float(d.max())
+
+
+@dataclass(frozen=True)
+class BayesAggregate:
+    """The kernel rule of the Bayesian aggregated test: kernels and weights from the BKE posterior of the sample.
+
+    For a two-sample test the rule sees the pooled, unlabelled sample; for an independence test, each marginal.
+    The BKE posterior over the SE lengthscale (:func:`bayeskern.bke.lengthscale_posterior`, tempered to one
+    observation's worth) gives the modes and their masses; each family gets a kernel at each mode, carrying
+    ``posterior_share`` of the weight in proportion to the mode's mass. The rest of the weight is spread evenly
+    over ``num_bandwidths`` log-spaced bandwidths per family from half the 5 % quantile to twice the largest
+    pairwise distance: a floor that keeps power where the pseudolikelihood points at the wrong scale.
+
+    Attributes:
+        families: kernel families, from ``"gaussian"`` (RBF) and ``"exponential"`` (Matern12, a Laplace-type kernel
+            with the Euclidean distance).
+        num_bandwidths: bandwidths per family in the floor (0 for posterior kernels only).
+        posterior_share: weight of the posterior kernels, in (0, 1] (1 with ``num_bandwidths=0``).
+        inducing: the numbers m of inducing points held out for the pseudolikelihood, each clipped to [D, N / 4]. The
+            pseudolikelihood resolves the sample at a scale set by m (fewer points, coarser scales), so the rule
+            averages the tempered posterior over these m (a uniform prior over them).
+        max_modes: the heaviest modes kept for each m (those with at least 1 % of the heaviest one's mass).
+        tau2: the noise variance of the BKE model.
+
+    Raises:
+        ValueError: for an unknown family, a share outside (0, 1], counts below their minimum, or a share below
+            1 with no floor.
+    """
+
+    families: tuple = ("gaussian", "exponential")
+    num_bandwidths: int = 10
+    posterior_share: float = 0.5
+    inducing: tuple = (10, 30, 100)
+    max_modes: int = 2
+    tau2: float = 1.0
+
+    def __post_init__(self):
+        families = (self.families,) if isinstance(self.families, str) else tuple(self.families)
+        if not families or any(f not in FAMILIES for f in families):
+            raise ValueError(f"families must be a non-empty tuple from {tuple(FAMILIES)}, got {self.families!r}")
+        object.__setattr__(self, "families", families)
+        check_count(self.num_bandwidths, "num_bandwidths", 0)
+        check_count(self.max_modes, "max_modes")
+        inducing = (self.inducing,) if isinstance(self.inducing, (int, np.integer)) else tuple(self.inducing)
+        if not inducing:
+            raise ValueError("inducing must name at least one number of inducing points")
+        object.__setattr__(self, "inducing", tuple(check_count(m, "inducing") for m in inducing))
+        if not 0.0 < self.posterior_share <= 1.0:
+            raise ValueError(f"posterior_share must lie in (0, 1], got {self.posterior_share}")
+        if self.num_bandwidths == 0 and self.posterior_share != 1.0:
+            raise ValueError("with num_bandwidths=0 every weight is the posterior's: posterior_share must be 1")
+
+    def __call__(self, X, Y=None, *, key) -> KernelCollection:
+        """The collection for a sample (pooled with Y when given); uses no labels.
+
+        Args:
+            X: (n, D) sample.
+            Y: optional (m, D) second sample, pooled with X.
+            key: PRNG key (inducing points and the distance subsample).
+
+        Returns:
+            KernelCollection: posterior kernels first, then the bandwidth floor.
+
+        Raises:
+            TypeError: for a key that is not a PRNG key or data that are not real numbers.
+            ValueError: for non-finite data, samples of different dimension, or fewer than two distinct points.
+        """
+        check_key(key)
+        pooled = as_points(X, "X")
+        if Y is not None:
+            Y = as_points(Y, "Y")
+            if Y.shape[1] != pooled.shape[1]:
+                raise ValueError(f"X and Y must have the same dimension, got {pooled.shape[1]} and {Y.shape[1]}")
+            pooled = np.concatenate([np.asarray(pooled), np.asarray(Y)])
+        k_post, k_dist = jax.random.split(key)
+        modes = self._posterior_modes(pooled, k_post)
+        F = len(self.families)
+        kernels, weights, labels = [], [], []
+        for family in self.families:
+            for ell, w in modes.items():
+                kernels.append(FAMILIES[family](float(ell)))
+                weights.append(self.posterior_share * w / F)
+                labels.append(f"{family} l={ell:.3g} (posterior mode, mass {w:.2f})")
+        if self.num_bandwidths:
+            lo, hi = _distance_range(pooled, k_dist)
+            grid = np.geomspace(lo / 2, 2 * hi, self.num_bandwidths)
+            for family in self.families:
+                for ell in grid:
+                    kernels.append(FAMILIES[family](float(ell)))
+                    weights.append((1 - self.posterior_share) / (F * len(grid)))
+                    labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
+        return KernelCollection(tuple(kernels), np.array(weights), tuple(labels))
+
+    def _posterior_modes(self, pooled, key) -> dict:
+        """{lengthscale: mass} of the heaviest modes for each number of inducing points, masses averaged over them."""
+        N, D = pooled.shape
+        sizes = sorted({min(max(m, D), max(D, N // 4)) for m in self.inducing})
+        med = float(median_heuristic(pooled, key=jax.random.fold_in(key, len(sizes))))
+        grid = np.geomspace(0.01 * med, 3.0 * med, 81)
+        modes = {}
+        for i, m in enumerate(sizes):
+            post = lengthscale_posterior(pooled, key=jax.random.fold_in(key, i), m=m, tau2=self.tau2, grid=grid)
+            top, mass = post.modes[: self.max_modes], post.mode_weights[: self.max_modes]
+            keep = mass >= 0.01 * mass[0]   # modes of negligible mass would only cost time
+            for ell, w in zip(top[keep], mass[keep] / mass[keep].sum()):
+                modes[float(ell)] = modes.get(float(ell), 0.0) + w / len(sizes)
+        return dict(sorted(modes.items(), key=lambda t: -t[1]))
+
+
+def aggregated_witness(result: AggregatedTestResult, XP, XQ, *, grid, band: float = 0.8, tau2=1.0) -> WitnessPosterior:
+    """The BKE witness posterior mu_P - mu_Q under the dominant Gaussian kernel of an aggregated two-sample test.
+
+    Args:
+        result: what :func:`bayeskern.mmd_test` returned for an aggregated test.
+        XP: (n_P, D) the sample of P given to the test.
+        XQ: (n_Q, D) the sample of Q.
+        grid: (G, D) evaluation points.
+        band: probability of the pointwise credible band, in (0, 1).
+        tau2: the noise variance of the BKE model.
+
+    Returns:
+        WitnessPosterior: mean, band and the fraction of the grid where the band excludes zero.
+
+    Raises:
+        TypeError: for a result that is not an AggregatedTestResult.
+        ValueError: for the result of an independence test or one with no Gaussian kernel, or bad samples or grid.
+    """
+    if not isinstance(result, AggregatedTestResult):
+        raise TypeError(f"result must be an AggregatedTestResult, got {type(result).__name__}")
+    if result.kernels and isinstance(result.kernels[0], tuple):
+        raise ValueError("aggregated_witness is for two-sample results; this one is an independence test")
+    return witness_posterior(XP, XQ, result.dominant("gaussian"), tau2, grid=grid, band=band)
+
+
+TWO_SAMPLE_RULE = BayesAggregate()
+MARGINAL_RULE = BayesAggregate(families=("gaussian",), num_bandwidths=5, max_modes=1)
+register_named_rule("bayes", two_sample=TWO_SAMPLE_RULE, marginal=MARGINAL_RULE)
+

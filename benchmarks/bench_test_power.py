@@ -1,0 +1,367 @@
+"""Power and level of the kernel tests against MMDAgg, MMD-FUSE and HSICAggInc, side by side in one run.
+
+Every cell draws ``--reps`` data sets (seeded), and every test sees the same data sets: bayeskern's Bayesian
+aggregated test (``"bayes"``), the median heuristic and BKL (``bkl_kernel``), all with 500 permutations, alpha = 0.05;
+the authors' MMDAgg and MMD-FUSE (two-sample) or HSICAggInc (independence) with their defaults, run in their own
+virtual environment (``benchmarks/.anchors/venv``; ``--setup`` creates it from the authors' repositories cloned into
+``benchmarks/.anchors/src``, or from GitHub). The problems are those of the anchors' papers and of Flaxman et al.
+(2016): the grid of Gaussians, perturbed uniform densities (d = 1, 2), the mixture of the MMD-FUSE paper, normal vs
+Laplace, mean and scale shifts, unequal sample sizes, heavy tails, d = 50, and nulls of each kind; for independence,
+a high-frequency sinusoidal density and rotated independent sources. The samplers are written here from the papers'
+definitions. Rejection rates come with their Monte-Carlo standard error sqrt(p (1 - p) / reps); seconds are per test
+after compilation.
+
+Run:  python benchmarks/bench_test_power.py [--reps 100] [--cells NAME ...] [--out results.json]
+      python benchmarks/bench_test_power.py --setup      # the anchors' virtual environment
+      python benchmarks/bench_test_power.py --bkl-inducing   # BKL's power against its number of inducing points
+      python benchmarks/bench_test_power.py --cost           # seconds of the "bayes" test against n
+      python benchmarks/bench_test_power.py --design --reps 60   # how the defaults were chosen
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ANCHORS = HERE / ".anchors"
+REPOSITORIES = ("mmdagg", "mmdfuse", "agginc")
+
+
+# --- samplers (from the papers' definitions) -------------------------------------------------------------------
+
+
+def perturbed_uniform(rng, n, d, p, scale):
+    """The perturbed uniform problem of Schrab et al. (2023), as bayeskern.datasets ships it."""
+    import bayeskern as bk
+
+    return bk.datasets.perturbed_uniform(n, d, p, scale, seed=rng)
+
+
+def mixture(rng, n, d=2, mu=20.0, std=1.6):
+    """Four Gaussians at (+-mu, +-mu) (zeros beyond two coordinates), unit standard deviation; in Y the fourth has
+    standard deviation ``std`` (the MMD-FUSE paper's mixture)."""
+    centres = np.array([(mu, mu), (-mu, mu), (mu, -mu), (-mu, -mu)])
+
+    def draw(last_std):
+        c = rng.integers(0, 4, n)
+        sd = np.where(c == 3, last_std, 1.0)[:, None]
+        out = rng.standard_normal((n, d)) * sd
+        out[:, :2] += centres[c]
+        return out
+
+    return draw(1.0), draw(std)
+
+
+def shift(rng, n, d, delta, m=None, dist="normal"):
+    """X ~ F, Y ~ F + delta e_1 in d dimensions, F standard normal or Student t_3."""
+    m = n if m is None else m
+    draw = rng.standard_normal if dist == "normal" else (lambda size: rng.standard_t(3, size))
+    return draw((n, d)), draw((m, d)) + delta * np.eye(d)[0]
+
+
+def scale_shift(rng, n, d, ratio):
+    """X ~ N(0, I_d), Y ~ N(0, diag(ratio^2, 1, ..., 1))."""
+    return rng.standard_normal((n, d)), rng.standard_normal((n, d)) * np.r_[ratio, np.ones(d - 1)]
+
+
+def sinusoid(rng, n, frequency):
+    """(x, y) on [-pi, pi]^2 with density proportional to 1 + sin(l x) sin(l y) (Sejdinovic et al. 2013)."""
+    kept, total = [], 0
+    while total < n:
+        z = rng.uniform(-np.pi, np.pi, (4 * n, 2))
+        keep = rng.uniform(0, 2, len(z)) <= 1 + np.sin(frequency * z[:, 0]) * np.sin(frequency * z[:, 1])
+        kept.append(z[keep])
+        total += keep.sum()
+    z = np.concatenate(kept)[:n]
+    return z[:, :1], z[:, 1:]
+
+
+def rotated_sources(rng, n, angle):
+    """Two independent uniform sources of unit variance rotated by ``angle``: dependent unless angle = k pi / 2."""
+    s = rng.uniform(-np.sqrt(3), np.sqrt(3), (n, 2))
+    c, si = np.cos(angle), np.sin(angle)
+    z = s @ np.array([[c, -si], [si, c]]).T
+    return z[:, :1], z[:, 1:]
+
+
+def _blobs(eps, per):
+    import bayeskern as bk
+
+    return lambda rng: bk.datasets.blobs(eps, per=per, seed=rng)
+
+
+def _normal_vs_laplace(n):
+    import bayeskern as bk
+
+    return lambda rng: bk.datasets.normal_vs_laplace(n, seed=rng)
+
+
+# name -> (kind, sampler(rng) -> (X, Y), is the null true)
+CELLS = {
+    "perturbed d=1 (p=2, scale 0.3, n=500)": ("mmd", lambda r: perturbed_uniform(r, 500, 1, 2, 0.3), False),
+    "perturbed d=2 (p=2, scale 0.6, n=500)": ("mmd", lambda r: perturbed_uniform(r, 500, 2, 2, 0.6), False),
+    "blobs eps=6, 20 per centre": ("mmd", _blobs(6.0, 20), False),
+    "blobs eps=2, 100 per centre": ("mmd", _blobs(2.0, 100), False),
+    "mixture (std 1.6, n=500)": ("mmd", lambda r: mixture(r, 500), False),
+    "normal vs Laplace (n=200)": ("mmd", _normal_vs_laplace(200), False),
+    "mean shift d=10 (0.4, n=150)": ("mmd", lambda r: shift(r, 150, 10, 0.4), False),
+    "scale shift d=5 (1.4, n=200)": ("mmd", lambda r: scale_shift(r, 200, 5, 1.4), False),
+    "unequal sizes (100 vs 400, shift 0.35)": ("mmd", lambda r: shift(r, 100, 2, 0.35, m=400), False),
+    "t_3 shift d=2 (0.3, n=200)": ("mmd", lambda r: shift(r, 200, 2, 0.3, dist="t"), False),
+    "mean shift d=50 (0.6, n=200)": ("mmd", lambda r: shift(r, 200, 50, 0.6), False),
+    "null N(0, I_2) (n=200)": ("mmd", lambda r: shift(r, 200, 2, 0.0), True),
+    "null uniform d=1 (n=500)": ("mmd", lambda r: perturbed_uniform(r, 500, 1, 2, 0.0), True),
+    "null blobs eps=1, 20 per centre": ("mmd", _blobs(1.0, 20), True),
+    "null t_3 (100 vs 400)": ("mmd", lambda r: shift(r, 100, 2, 0.0, m=400, dist="t"), True),
+    "sinusoid l=4 (n=500)": ("hsic", lambda r: sinusoid(r, 500, 4.0), False),
+    "rotated sources pi/8 (n=200)": ("hsic", lambda r: rotated_sources(r, 200, np.pi / 8), False),
+    "null sinusoid l=0 (n=500)": ("hsic", lambda r: sinusoid(r, 500, 0.0), True),
+    "null sources unrotated (n=200)": ("hsic", lambda r: rotated_sources(r, 200, 0.0), True),
+}
+
+
+# --- bayeskern's side ------------------------------------------------------------------------------------------
+
+
+def _ours(kind):
+    import bayeskern as bk
+    from bayeskern.inference import bkl_kernel
+
+    if kind == "mmd":
+        return {"bayes": lambda X, Y, key: bk.mmd_test(X, Y, "bayes", key=key),
+                "median": lambda X, Y, key: bk.mmd_test(X, Y, "median", key=key),
+                "BKL": lambda X, Y, key: bk.mmd_test(X, Y, bkl_kernel, key=key)}
+    return {"bayes": lambda X, Y, key: bk.hsic_test(X, Y, "bayes", "bayes", key=key),
+            "median": lambda X, Y, key: bk.hsic_test(X, Y, key=key),
+            "BKL": lambda X, Y, key: bk.hsic_test(X, Y, bkl_kernel, bkl_kernel, key=key)}
+
+
+def run_ours(kind, data, seed):
+    import jax
+
+    out = {}
+    for name, test in _ours(kind).items():
+        test(*data[0], jax.random.key(seed)).reject(0.05)   # compile
+        rejections, seconds = [], []
+        for r, (X, Y) in enumerate(data):
+            start = time.perf_counter()
+            rejections.append(int(test(X, Y, jax.random.key(seed + 1 + r)).reject(0.05)))
+            seconds.append(time.perf_counter() - start)
+        out[name] = dict(rejections=rejections, seconds=float(np.mean(seconds)))
+    return out
+
+
+def run_anchors(kind, data, python):
+    with tempfile.TemporaryDirectory() as tmp:
+        arrays = {f"{s}_{r}": np.asarray(a, np.float32) for r, (X, Y) in enumerate(data) for s, a in (("X", X), ("Y", Y))}
+        np.savez(Path(tmp) / "data.npz", kind=kind, **arrays)
+        subprocess.run([str(python), str(HERE / "_power_side.py"), str(Path(tmp) / "data.npz"),
+                        str(Path(tmp) / "out.json")], check=True)
+        return json.loads((Path(tmp) / "out.json").read_text())
+
+
+def setup_anchors(folder: Path) -> Path:
+    """The anchors' virtual environment (created on first use), with jax and the authors' three packages."""
+    python = folder / "venv" / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True)
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "jax", "numpy", "scipy", "psutil", "gputil"],
+                       check=True)
+        for repo in REPOSITORIES:
+            local = folder / "src" / repo
+            source = str(local) if local.exists() else f"git+https://github.com/antoninschrab/{repo}"
+            subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", source], check=True)
+    return python
+
+
+ANCHOR_TESTS = {"mmd": ("MMDAgg", "MMD-FUSE"), "hsic": ("HSICAggInc",)}
+
+
+def power_table(cells, reps, python, out_path=None, redo_ours=False):
+    """Run every cell (the anchors' results in ``out_path`` are kept; bayeskern's are recomputed with
+    ``redo_ours``)."""
+    import bayeskern as bk
+
+    bk.enable_x64()
+    results = json.loads(out_path.read_text()) if out_path and out_path.exists() else {}
+    for name in cells:
+        kind, sampler, null = CELLS[name]
+        c = list(CELLS).index(name)
+        row = results.get(name, {})
+        done = lambda tests: all(t in row and len(row[t]["rejections"]) >= reps for t in tests)
+        ours = tuple(_ours(kind))
+        if done(ANCHOR_TESTS[kind]) and done(ours) and not redo_ours:
+            continue
+        rng = np.random.default_rng(1000 + c)
+        data = [sampler(rng) for _ in range(reps)]
+        if not done(ANCHOR_TESTS[kind]):
+            row.update(run_anchors(kind, data, python))
+        if redo_ours or not done(ours):
+            row.update(run_ours(kind, data, 10_000 * (c + 1)))
+        results[name] = row
+        print(_line(name, row, reps, null), flush=True)
+        if out_path:
+            out_path.write_text(json.dumps(results, indent=1))
+    return results
+
+
+def _line(name, row, reps, null):
+    se = lambda p: np.sqrt(p * (1 - p) / reps)
+    parts = [f"{t} {np.mean(v['rejections']):.2f} ({v['seconds']:.2f} s)" for t, v in row.items()]
+    return f"{'H0 ' if null else 'H1 '}{name:42s} " + " | ".join(parts) + \
+        f"   [MC se at 0.5: {se(0.5):.3f}, at 0.05: {se(0.05):.3f}]"
+
+
+def bkl_inducing(reps):
+    """BKL's power against its number m of held-out inducing points, beside "bayes"."""
+    import jax
+
+    import bayeskern as bk
+    from bayeskern.inference import bkl_kernel
+
+    bk.enable_x64()
+    for name in ("blobs eps=6, 20 per centre", "perturbed d=1 (p=2, scale 0.3, n=500)", "normal vs Laplace (n=200)"):
+        kind, sampler, _ = CELLS[name]
+        rng = np.random.default_rng(7)
+        data = [sampler(rng) for _ in range(reps)]
+        cols = {}
+        for m in (10, 25, 50, 100):
+            rule = lambda X, Y, key, m=m: bkl_kernel(X, Y, key=key, m=m)
+            cols[f"BKL m={m}"] = np.mean([bk.mmd_test(X, Y, rule, key=jax.random.key(r)).reject(0.05)
+                                          for r, (X, Y) in enumerate(data)])
+        for m in (10, 50, 100):
+            rule = bk.bke.BayesAggregate(inducing=(m,))
+            cols[f"bayes m={m}"] = np.mean([bk.mmd_test(X, Y, rule, key=jax.random.key(r)).reject(0.05)
+                                            for r, (X, Y) in enumerate(data)])
+        print(f"{name:42s} " + "  ".join(f"{k} {v:.2f}" for k, v in cols.items()), flush=True)
+
+
+# design problems: the same families at other sizes and difficulties than CELLS (the defaults were chosen here)
+DESIGN = {
+    "blobs eps=4, 30 per centre": _blobs(4.0, 30),
+    "perturbed d=1 (p=2, scale 0.6, n=300)": lambda r: perturbed_uniform(r, 300, 1, 2, 0.6),
+    "perturbed d=2 (p=2, scale 0.9, n=300)": lambda r: perturbed_uniform(r, 300, 2, 2, 0.9),
+    "normal vs Laplace (n=150)": _normal_vs_laplace(150),
+    "mean shift d=10 (0.5, n=100)": lambda r: shift(r, 100, 10, 0.5),
+    "scale shift d=5 (1.4, n=100)": lambda r: scale_shift(r, 100, 5, 1.4),
+    "null N(0, I_2) (n=200)": lambda r: shift(r, 200, 2, 0.0),
+}
+
+
+def _rank_min_p(stats, weights):
+    """Weighted minimum of the kernels' permutation p-values (ranks among the B + 1 labellings)."""
+    B1 = stats.shape[0]
+    p = (stats[None, :, :] >= stats[:, None, :]).sum(1) / B1
+    return np.max(np.log(weights)[None, :] - np.log(p), axis=1)
+
+
+def _fused(stats, weights):
+    """MMD-FUSE-style soft maximum of standardised statistics (standardised over all labellings)."""
+    z = (stats - stats.mean(0)) / stats.std(0)
+    return np.log(np.sum(weights[None, :] * np.exp(z), axis=1))
+
+
+def design(reps):
+    """The weighting and combination of the "bayes" test, compared on the design problems from shared statistics.
+
+    Every variant sees the same per-kernel permutation statistics; "floor" is the bandwidth grid alone (weights
+    uniform), "share s" gives the posterior kernels weight s, "fuse" replaces the weighted minimum p-value by a
+    soft maximum of standardised statistics.
+    """
+    import jax
+
+    import bayeskern as bk
+    from bayeskern.aggregate import aggregate_statistics
+    from bayeskern.mmd import _permutation_statistics
+
+    bk.enable_x64()
+    rule = bk.bke.BayesAggregate()
+    for name, sampler in DESIGN.items():
+        rng, cols = np.random.default_rng(99), {}
+        for r in range(reps):
+            X, Y = sampler(rng)
+            key = jax.random.key(r)
+            collection = rule(X, Y, key=jax.random.fold_in(key, 1))
+            stats = _permutation_statistics(collection.kernels, np.asarray(X, float), np.asarray(Y, float), key, 500,
+                                            "unbiased", 1024, 2**25)
+            posterior = np.array(["posterior" in label for label in collection.labels])
+            gaussian_posterior = posterior & np.array([label.startswith("gaussian") for label in collection.labels])
+            variants = {}
+            for share in (0.0, 0.25, 0.5, 0.75):
+                w = np.where(posterior, share * collection.weights / collection.weights[posterior].sum(),
+                             (1 - share) / (~posterior).sum())
+                variants["floor" if share == 0 else f"share {share}"] = w
+            keep = variants["share 0.5"]
+            for label, w in variants.items():
+                used = w > 0
+                aggregated, _ = aggregate_statistics(stats[:, used], w[used])
+                cols.setdefault(label, []).append(np.mean(aggregated >= aggregated[0]) <= 0.05)
+                ranked = _rank_min_p(stats[:, used], w[used])
+                cols.setdefault(label + " (ranks)", []).append(np.mean(ranked >= ranked[0]) <= 0.05)
+            fused = _fused(stats, keep)
+            cols.setdefault("fuse (share 0.5)", []).append(np.mean(fused >= fused[0]) <= 0.05)
+            first = int(np.argmax(gaussian_posterior))
+            cols.setdefault("heaviest posterior mode alone", []).append(np.mean(stats[:, first] >= stats[0, first]) <= 0.05)
+        print(f"{name:40s} " + "  ".join(f"{k} {np.mean(v):.2f}" for k, v in cols.items()), flush=True)
+
+
+def cost(sizes, python=None, anchor_max=2500):
+    """Seconds per test of mmd_test(X, Y, "bayes") (500 permutations) against n per sample, d = 1, uniform data,
+    after compilation; beside MMDAgg and MMD-FUSE in the same run up to ``anchor_max``."""
+    import jax
+
+    import bayeskern as bk
+
+    bk.enable_x64()
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        data = [(rng.uniform(size=(n, 1)), rng.uniform(size=(n, 1))) for _ in range(4)]
+        bk.mmd_test(*data[0], "bayes", key=jax.random.key(0))   # compile
+        start = time.perf_counter()
+        for r, (X, Y) in enumerate(data[1:]):
+            bk.mmd_test(X, Y, "bayes", key=jax.random.key(r + 1))
+        line = f"n = {n:>6} per sample: bayes {(time.perf_counter() - start) / 3:8.2f} s"
+        if python is not None and n <= anchor_max:
+            anchors = run_anchors("mmd", data, python)
+            line += "".join(f", {name} {v['seconds']:.2f} s" for name, v in anchors.items())
+        print(line, flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=100)
+    parser.add_argument("--cells", nargs="*", default=None, help="cell names (default: all)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON of every rejection (resumes a run)")
+    parser.add_argument("--setup", action="store_true", help="create the anchors' environment and stop")
+    parser.add_argument("--bkl-inducing", action="store_true")
+    parser.add_argument("--design", action="store_true", help="the design study of the defaults")
+    parser.add_argument("--redo-ours", action="store_true", help="recompute bayeskern's tests, keep the anchors'")
+    parser.add_argument("--cost", nargs="*", type=int, default=None, help="sizes n for the cost study")
+    args = parser.parse_args()
+    sys.path.insert(0, str(HERE))
+    from _common import machine_line
+
+    print(machine_line(f"{args.reps} repetitions, alpha = 0.05, 500 permutations (bayeskern)"), flush=True)
+    if args.bkl_inducing:
+        return bkl_inducing(args.reps)
+    if args.design:
+        return design(args.reps)
+    python = setup_anchors(ANCHORS)
+    if args.cost is not None:
+        return cost(args.cost or [250, 500, 1000, 2500, 5000], python)
+    if args.setup:
+        return
+    unknown = set(args.cells or ()) - set(CELLS)
+    if unknown:
+        parser.error(f"unknown cells {sorted(unknown)}; choose from {list(CELLS)}")
+    power_table(args.cells or list(CELLS), args.reps, python, args.out, args.redo_ours)
+
+
+if __name__ == "__main__":
+    main()
