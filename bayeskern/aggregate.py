@@ -104,9 +104,12 @@ def aggregate_statistics(stats, weights):
 class AggregatedTestResult(HypothesisTestResult):
     """Outcome of an aggregated test: the overall p-value and what each kernel contributed.
 
-    ``statistic`` is max_k log(w_k / p_k) and ``null_samples`` its values on the relabellings.
-
     Attributes:
+        statistic: the aggregated statistic max_k log(w_k / p_k).
+        p_value: its permutation p-value (1 + #{S_b >= S}) / (1 + B).
+        method: ``"permutation"``.
+        null_samples: (B,) the aggregated statistic on the relabellings.
+        kernels: the K kernels (for an independence test, (kx, ky) pairs).
         weights: (K,) the kernels' prior weights.
         kernel_statistics: (K,) each kernel's observed statistic (MMD^2 U-statistic or HSIC_b).
         kernel_p_values: (K,) each kernel's own permutation p-value (not corrected for the aggregation).

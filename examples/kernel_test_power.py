@@ -51,7 +51,8 @@ def power_curve(make, values, reps, seed=0):
 def main(out: Path, reps: int = 50):
     bk.enable_x64()
     out.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(1, 4, figsize=(24, 4.6))
+    fig, ax = plt.subplots(2, 2, figsize=(15, 9.5))
+    ax = ax.ravel()
     curves = {}
     for a, (name, (label, values, make)) in zip(ax[:2], PROBLEMS.items()):
         curves[name] = rates = power_curve(make, values, reps)
@@ -73,8 +74,9 @@ def main(out: Path, reps: int = 50):
     witness = bk.bke.aggregated_witness(result, X, Y, grid=grid)
     plot_witness_1d(ax[3], grid, witness.mean, X, Y, band=(witness.lower, witness.upper),
                     labels=("perturbed", "uniform"))
-    ax[3].set_title(f"witness posterior, dominant Gaussian kernel (l = {float(result.dominant('gaussian').lengthscale):.3g});"
-                    f" band excludes 0 on {100 * witness.fraction_excluding_zero:.0f}%", fontsize=9)
+    ax[3].set_title(f"witness posterior under the dominant Gaussian kernel (l = "
+                    f"{float(result.dominant('gaussian').lengthscale):.3g}),\nheight 0.4: the band excludes 0 on "
+                    f"{100 * witness.fraction_excluding_zero:.0f}% of [0, 1]", fontsize=10)
     save_figure(fig, out / "kernel_test_power.png", dpi=100)
     return curves, result
 

@@ -220,6 +220,7 @@ SECTION = re.compile(r"^( *)(Args|Returns|Yields|Raises|Attributes|Examples|Warn
 PROTOCOL_METHODS = {"tree_flatten", "tree_unflatten"}  # JAX's pytree protocol, not API (not in the reference)
 RAISES_NOTHING = {  # public callables that cannot raise for any input, with the reason
     "bayeskern.x64_enabled": "takes no argument and reads a flag",
+    "bayeskern.AggregatedTestResult.ranking": "sorts the arrays the result holds",
     "bayeskern.enable_x64": "a switch: any value is read as true or false",
     "bayeskern.cli.build_parser": "takes no argument and builds a fixed parser",
     "bayeskern.inference.MCMCResult.draws": "reshapes arrays the result holds",
