@@ -16,6 +16,7 @@ Run:  python benchmarks/bench_test_power.py [--reps 100] [--cells NAME ...] [--o
       python benchmarks/bench_test_power.py --bkl-inducing   # BKL's power against its number of inducing points
       python benchmarks/bench_test_power.py --cost           # seconds of the "bayes" test against n
       python benchmarks/bench_test_power.py --design --reps 60   # how the defaults were chosen
+      python benchmarks/bench_test_power.py --report results.json --figure power.png
 """
 
 import argparse
@@ -235,10 +236,10 @@ def bkl_inducing(reps):
             rule = lambda X, Y, key, m=m: bkl_kernel(X, Y, key=key, m=m)
             cols[f"BKL m={m}"] = np.mean([bk.mmd_test(X, Y, rule, key=jax.random.key(r)).reject(0.05)
                                           for r, (X, Y) in enumerate(data)])
-        for m in (10, 50, 100):
-            rule = bk.bke.BayesAggregate(inducing=(m,))
-            cols[f"bayes m={m}"] = np.mean([bk.mmd_test(X, Y, rule, key=jax.random.key(r)).reject(0.05)
-                                            for r, (X, Y) in enumerate(data)])
+        for m in (10, 30, 100, None):
+            rule = bk.bke.BayesAggregate() if m is None else bk.bke.BayesAggregate(inducing=(m,))
+            cols["bayes (default)" if m is None else f"bayes m={m}"] = np.mean(
+                [bk.mmd_test(X, Y, rule, key=jax.random.key(r)).reject(0.05) for r, (X, Y) in enumerate(data)])
         print(f"{name:42s} " + "  ".join(f"{k} {v:.2f}" for k, v in cols.items()), flush=True)
 
 
@@ -333,6 +334,46 @@ def cost(sizes, python=None, anchor_max=2500):
         print(line, flush=True)
 
 
+def report(results_path: Path, figure=None):
+    """The markdown table (power or level with its Monte-Carlo standard error, seconds per test) of a JSON of
+    results, the acceptance margin of "bayes" on every alternative, and optionally a figure."""
+    results = json.loads(results_path.read_text())
+    tests = ("bayes", "MMDAgg", "MMD-FUSE", "HSICAggInc", "median", "BKL")
+    print("| cell | " + " | ".join(tests) + " | bayes - best other |")
+    print("|---" * (len(tests) + 2) + "|")
+    rows = []
+    for name in CELLS:
+        if name not in results:
+            continue
+        row, null = results[name], CELLS[name][2]
+        rates = {t: float(np.mean(row[t]["rejections"])) for t in tests if t in row}
+        reps = len(row["bayes"]["rejections"])
+        cells = [f"{rates[t]:.2f} ({row[t]['seconds']:.2f} s)" if t in rates else "" for t in tests]
+        best = max(v for t, v in rates.items() if t != "bayes")
+        margin = "" if null else f"{rates['bayes'] - best:+.2f}"
+        print(f"| {'null: ' if null else ''}{name} | " + " | ".join(cells) + f" | {margin} |")
+        rows.append((name, null, rates, reps))
+    print(f"\nMonte-Carlo standard error of a rate p over R repetitions: sqrt(p (1 - p) / R); R = "
+          f"{sorted({r for *_, r in rows})}. Nulls: every test's level must be <= 0.05 + 2 x 0.022 = 0.094 at R = 100.")
+    if figure:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        alts = [r for r in rows if not r[1]]
+        fig, ax = plt.subplots(figsize=(11, 0.42 * len(alts) + 1.5))
+        for j, t in enumerate(tests):
+            y = np.arange(len(alts)) + 0.13 * (j - 2.5)
+            ax.barh(y, [r[2].get(t, np.nan) for r in alts], height=0.13, label=t)
+        ax.set_yticks(np.arange(len(alts)), [r[0] for r in alts], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_xlabel("power (rejection rate at alpha = 0.05)")
+        ax.legend(frameon=False, fontsize=8, ncol=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+        fig.tight_layout()
+        fig.savefig(figure, dpi=110)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=100)
@@ -342,11 +383,15 @@ def main():
     parser.add_argument("--bkl-inducing", action="store_true")
     parser.add_argument("--design", action="store_true", help="the design study of the defaults")
     parser.add_argument("--redo-ours", action="store_true", help="recompute bayeskern's tests, keep the anchors'")
+    parser.add_argument("--report", type=Path, default=None, help="print the table of a results JSON and stop")
+    parser.add_argument("--figure", type=Path, default=None, help="with --report: the power figure (PNG)")
     parser.add_argument("--cost", nargs="*", type=int, default=None, help="sizes n for the cost study")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     from _common import machine_line
 
+    if args.report:
+        return report(args.report, args.figure)
     print(machine_line(f"{args.reps} repetitions, alpha = 0.05, 500 permutations (bayeskern)"), flush=True)
     if args.bkl_inducing:
         return bkl_inducing(args.reps)
