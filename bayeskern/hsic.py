@@ -183,8 +183,8 @@ def _gamma_parameters(kx, ky, X, Y, block_size):
 def hsic_test(
     X,
     Y,
-    kx: Kernel | str | None = None,
-    ky: Kernel | str | None = None,
+    kx: Kernel | KernelCollection | str | None = None,
+    ky: Kernel | KernelCollection | str | None = None,
     *,
     key=None,
     n_permutations: int = 500,
@@ -199,7 +199,10 @@ def hsic_test(
         Y: (n, d_y) array.
         kx: kernel on X; None or ``"median"`` for an RBF with the median-heuristic lengthscale of X; or a kernel
             rule such as :func:`bayeskern.inference.bkl_kernel` (learned on X with a key derived from ``key``).
-        ky: kernel on Y, as ``kx``.
+        ky: kernel on Y, as ``kx``. With ``"bayes"`` (kernels at the modes of the BKE posterior of that variable
+            plus a bandwidth floor), a :class:`bayeskern.bke.BayesAggregate` or a
+            :class:`~bayeskern.KernelCollection` for either variable, every pair of kernels is tested at once
+            (weights multiplied) and the aggregated test returns an :class:`~bayeskern.AggregatedTestResult`.
         key: PRNG key for the permutations (``method="permutation"``) and for kernel rules.
         n_permutations: number B of permutations of Y, an integer >= 1.
         method: ``"permutation"``: the biased HSIC_b against B permutations, p-value (1 + #{T_b >= T}) / (1 + B).
@@ -210,11 +213,12 @@ def hsic_test(
         dense_max: largest n for which Gram matrices are formed.
 
     Returns:
-        HypothesisTestResult: statistic, p-value, the null statistics (permutation) and the kernels used.
+        HypothesisTestResult: statistic, p-value, the null statistics (permutation) and the kernels used (an
+        AggregatedTestResult for an aggregated test).
 
     Raises:
-        ValueError: for unpaired inputs, too few points, an unknown method, a missing key, n_permutations < 1, or
-            a degenerate Gamma null (a constant sample).
+        ValueError: for unpaired inputs, too few points, an unknown method, a missing key, n_permutations < 1, a
+            degenerate Gamma null (a constant sample), or an aggregated test with ``method="gamma"``.
 
     Examples:
         >>> import jax, numpy as np, bayeskern as bk

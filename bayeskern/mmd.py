@@ -222,7 +222,10 @@ def mmd_test(
         kernel: a :class:`~bayeskern.kernels.Kernel`; None or ``"median"`` for an RBF with the median-heuristic
             lengthscale of the pooled sample; or a kernel rule ``rule(X, Y, *, key) -> Kernel`` such as
             :func:`bayeskern.inference.bkl_kernel` (learned on the pooled, unlabelled sample with a key derived
-            from ``key``, so the test keeps its level).
+            from ``key``, so the test keeps its level); or ``"bayes"``, a :class:`bayeskern.bke.BayesAggregate` or a
+            :class:`~bayeskern.KernelCollection` for the aggregated test over a weighted collection of kernels
+            (``"bayes"``: kernels at the modes of the BKE posterior of the pooled sample plus a bandwidth floor;
+            see the guide).
         key: PRNG key (``jax.random.key``) for the permutations; needed unless ``estimator="linear"``.
         n_permutations: number B of relabellings, an integer >= 1.
         estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"`` with the permutation null;
@@ -231,11 +234,13 @@ def mmd_test(
         max_label_columns: memory cap on permutations evaluated together (labels x points).
 
     Returns:
-        HypothesisTestResult: statistic, p-value, the permutation statistics and the kernel used.
+        HypothesisTestResult: statistic, p-value, the permutation statistics and the kernel used; for an
+        aggregated test an :class:`~bayeskern.AggregatedTestResult` (statistic max_k log(w_k / p_k), and each
+        kernel's weight, statistic and own p-value).
 
     Raises:
-        ValueError: for inputs of different dimension, fewer than 2 points, an unknown estimator, a missing key or
-            n_permutations < 1.
+        ValueError: for inputs of different dimension, fewer than 2 points, an unknown estimator, a missing key,
+            n_permutations < 1, or an aggregated test with ``estimator="linear"``.
 
     Examples:
         >>> import jax, numpy as np, bayeskern as bk
