@@ -8,6 +8,7 @@ import numpy as np
 from .._kernel_choice import register_named_rule
 from .._validation import as_points, check_count, check_key
 from ..kernels.heuristics import median_heuristic
+from ..kernels.stationary import squared_distances
 from ..aggregate import FAMILIES, AggregatedTestResult, KernelCollection
 from .hyper import lengthscale_posterior
 from .posterior import WitnessPosterior, witness_posterior
@@ -20,8 +21,7 @@ def _distance_range(Z, key, max_points=500):
     Z = np.asarray(Z, float)
     if Z.shape[0] > max_points:
         Z = Z[np.asarray(jax.random.choice(key, Z.shape[0], (max_points,), replace=False))]
-    sq = np.sum(Z**2, 1)
-    d2 = np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0.0)[np.triu_indices(Z.shape[0], 1)]
+    d2 = np.asarray(squared_distances(Z, Z))[np.triu_indices(Z.shape[0], 1)]
     d = np.sqrt(d2[d2 > 0])
     if d.size == 0:
         raise ValueError("the pooled sample has fewer than two distinct points: no kernel scale can be chosen")
