@@ -29,12 +29,14 @@ def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle
     """Grid-of-Gaussians two-sample problem (Gretton et al. 2012; the BKL experiment of Flaxman et al. 2016, Section 5.1).
 
     Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre plus N(0, R diag(eps, 1) R^T)
-    noise with R = R(angle). eps = 1 gives P = Q.
+    noise with R = R(angle). eps = 1 gives P = Q. Each centre gets ``per`` points of each sample, and each sample
+    comes in its own random order: row i of P and row i of Q share no centre by construction (aligned rows would
+    hand a test that pairs x_i with y_i, such as a wild bootstrap, a stratification no real two-sample problem has).
 
     Args:
         eps: the variance ratio of Q's noise along the rotated axis, > 0.
         spacing: the distance s between neighbouring centres.
-        per: points per centre (centres repeated consecutively).
+        per: points per centre in each sample.
         angle: the rotation of Q's noise, in radians.
         seed: an integer seed or a ``numpy.random.Generator``.
 
@@ -53,7 +55,7 @@ def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle
     centres = np.repeat(np.array([(a, b) for a in grid for b in grid]), per, axis=0)
     P = centres + rng.standard_normal(centres.shape)
     Q = centres + rng.standard_normal(centres.shape) @ (rotation(angle) @ np.diag([np.sqrt(eps), 1.0])).T
-    return P, Q
+    return P[rng.permutation(len(P))], Q[rng.permutation(len(Q))]
 
 
 def normal_vs_laplace(n: int, seed=0):

@@ -42,6 +42,16 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = "auto"
 
 
+# xdist hands tests out in collection order; the files whose tests run longest (two-process runs, NUTS in the
+# README's blocks, the docs build) go first, so that none of them is left running alone at the end of the suite.
+_LONG_FILES = ("test_distributed.py", "test_readme.py", "test_docs.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(_LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: the order within a file is kept
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

@@ -115,11 +115,14 @@ def test_cholesky_derivatives_are_those_of_the_factor_found(rng):
 def test_blobs_generator_matches_its_design():
     P, Q = bk.datasets.blobs(3.0, per=2000, seed=1)
     assert P.shape == Q.shape == (18000, 2)
-    centres = np.repeat(np.array([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]) * 10 * np.sqrt(2), 2000, axis=0)
+    grid = np.array([(a, b) for a in (-1, 0, 1) for b in (-1, 0, 1)]) * 10 * np.sqrt(2)
+    nearest = lambda A: np.argmin(((A[:, None, :] - grid[None]) ** 2).sum(-1), axis=1)   # noise << spacing / 2
+    cp, cq = nearest(P), nearest(Q)
+    assert np.all(np.abs(np.bincount(cp, minlength=9) - 2000) <= 2) and np.all(np.abs(np.bincount(cq, minlength=9) - 2000) <= 2)
     for c in range(9):
-        rows = slice(2000 * c, 2000 * (c + 1))
-        np.testing.assert_allclose(np.cov((Q - centres)[rows].T), [[2.0, 1.0], [1.0, 2.0]], atol=0.15)
-        np.testing.assert_allclose(np.cov((P - centres)[rows].T), np.eye(2), atol=0.1)
+        np.testing.assert_allclose(np.cov((Q - grid[c])[cq == c].T), [[2.0, 1.0], [1.0, 2.0]], atol=0.15)
+        np.testing.assert_allclose(np.cov((P - grid[c])[cp == c].T), np.eye(2), atol=0.1)
+    assert abs(np.mean(cp == cq) - 1 / 9) < 0.01   # each sample in its own random order: rows are not paired by centre
     xp, xq = bk.datasets.normal_vs_laplace(20000, seed=0)
     assert xp.shape == xq.shape == (20000, 1)
     assert np.var(xq) == pytest.approx(1.0, rel=0.05)
