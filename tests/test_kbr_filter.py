@@ -172,6 +172,40 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
     assert not (tmp_path / "m.npz").exists()  # nothing half-written
 
 
+def test_the_clipped_readout_stays_among_the_atoms_and_raw_escapes_are_flagged():
+    """A tiny ridge lets negative importance weights throw sum_i w_i z_i out of the training range: the raw
+    read-out warns, naming the steps; the clipped one is sum_i w_i^+ z_i / sum_i w_i^+ of the same weights."""
+    import warnings
+
+    seq = kbr.data.circle_dynamics(120, jax.random.key(0), T_test=60)
+    kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=0.5, lam=1e-7, eta=1e-4)
+    Z = np.asarray(seq.Z)
+    low, high = Z.min(0), Z.max(0)
+    with pytest.warns(kbr.ReadoutWarning, match=r"leaves the training latents' range at (\d+) of 60 steps") as caught:
+        raw, W = kbf.filter(seq.X_test, return_weights=True)
+    raw, W = np.asarray(raw), np.asarray(W)
+    np.testing.assert_allclose(raw, W @ Z, atol=1e-12)
+    margin = kbr.RANGE_MARGIN * (high - low)
+    outside = np.any((raw < low - margin) | (raw > high + margin), axis=1)
+    assert outside.sum() >= 3 and f"at {outside.sum()} of 60 steps" in str(caught[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kbr.ReadoutWarning)   # every step has a positive weight: no warning
+        clipped = np.asarray(kbf.filter(seq.X_test, readout="clipped"))
+    P = np.maximum(W, 0.0)
+    np.testing.assert_allclose(clipped, P @ Z / P.sum(1, keepdims=True), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(clipped, kbr.clipped_posterior_mean(W.T, Z).mean, rtol=1e-10, atol=1e-12)
+    assert np.all((clipped >= low - 1e-12) & (clipped <= high + 1e-12))
+    assert np.sqrt(np.mean((clipped - np.asarray(seq.Z_test)) ** 2)) < np.sqrt(np.mean((raw - np.asarray(seq.Z_test)) ** 2))
+    far = np.asarray(seq.X_test[:3]) + 1e3   # the kernel sees nothing: every weight is zero, the clipped mean undefined
+    with pytest.warns(kbr.ReadoutWarning, match="no posterior weight is positive at 3 of 3 steps"):
+        with pytest.warns(kbr.OutOfRangeWarning):
+            fallback = np.asarray(kbf.filter(far, readout="clipped"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw_far = np.asarray(kbf.filter(far))
+    assert np.all(np.isfinite(fallback)) and np.array_equal(fallback, raw_far)   # the raw means, flagged
+
+
 def test_streaming_updates_equal_batch_filtering_for_every_observation_model(tmp_path):
     seq = kbr.data.circle_dynamics(60, jax.random.key(5), T_test=25)
     filters = _filters(seq, 10)

@@ -231,6 +231,13 @@ def test_readouts_stay_in_the_convex_hull(rng):
     np.testing.assert_allclose(normalized.mean, (W / W.sum(0)).T @ Z, atol=1e-12)
     zero = kbr.normalized_posterior_mean(np.zeros((30, 1)), Z)
     assert bool(zero.undefined[0])
+    signed = rng.standard_normal((30, 4)) * 5.0                     # negative weights: the raw mean can leave the hull
+    clipped = kbr.clipped_posterior_mean(np.column_stack([signed, -np.ones(30)]), Z)
+    P = np.maximum(signed, 0.0)
+    np.testing.assert_allclose(clipped.mean[:4], P.T @ Z / P.sum(0)[:, None], atol=1e-12)
+    np.testing.assert_allclose(clipped.mass[:4], P.sum(0), atol=1e-12)
+    assert np.all((np.asarray(clipped.mean[:4]) >= lo - 1e-12) & (np.asarray(clipped.mean[:4]) <= hi + 1e-12))
+    assert bool(clipped.undefined[4]) and not np.asarray(clipped.undefined[:4]).any()   # no positive weight
     c = rng.standard_normal(4)
     V = rng.standard_normal((4, 2))
     np.testing.assert_allclose(kbr.posterior_expectation(W, p["kz"].cross(Z, V), c),

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._config import require_x64
 from .._validation import as_finite_array, as_points, check_count, check_positive, check_same_length, is_concrete
+from ..conditional import UNDEFINED_MASS
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -21,9 +22,11 @@ from .loo import select_eta_loo, successor_priors
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID",
-           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse", "OutOfRangeWarning", "TuningWarning", "RANGE_MARGIN"]
+           "LAMBDA_GRIDS", "LOO_MAX_T", "filter_mse", "OutOfRangeWarning", "ReadoutWarning", "TuningWarning",
+           "RANGE_MARGIN"]
 
 _METHODS = ("iw", "original")
+_READOUTS = ("raw", "clipped")
 ETA_GRID = (5e-5, 1e-4, 5e-4, 1e-3, 5e-3)
 """KuLSIF ridges eta (operator scale) searched by the leave-one-out score in :func:`tune_kbf`."""
 # five decades each: the three-value grids ({1e-4, 1e-3, 1e-2} / {1e-8, 1e-6, 1e-4}) kept selecting their edge values
@@ -231,8 +234,8 @@ class KernelBayesFilter:
         """
         return self.kernel_x.evaluate(self.X, X_test)
 
-    def filter(self, X_test, *, return_weights: bool = False):
-        """Filter a test sequence: the posterior means sum_i w_i z_i after each observation.
+    def filter(self, X_test, *, return_weights: bool = False, readout: str = "raw"):
+        """Filter a test sequence: the posterior mean of the state after each observation.
 
         The recursion starts from uniform weights and runs in one compiled ``lax.scan``; it ``vmap``s over
         sequences.
@@ -240,31 +243,51 @@ class KernelBayesFilter:
         Args:
             X_test: (T~, d_x) observations, in order.
             return_weights: also return the posterior weights on the training atoms.
+            readout: ``"raw"``, the papers' sum_i w_i z_i, or ``"clipped"``, sum_i w_i^+ z_i / sum_i w_i^+
+                (:func:`clipped_posterior_mean`): always a convex combination of the training latents, where
+                negative importance weights can throw the raw mean out of their range. At a step with no positive
+                weight the clipped mean is undefined and the raw one is returned (with a warning).
 
         Returns:
             (T~, d_z) filtered means, or (means, W) with W of shape (T~, T) when ``return_weights``.
 
         Raises:
-            ValueError: for non-finite observations or observations of another dimension than the training ones.
+            ValueError: for non-finite observations, observations of another dimension than the training ones, or
+                an unknown readout.
 
         Warns:
             OutOfRangeWarning: observations so far from every training observation that the kernel sees none of
                 them (largest k(x_t, x_i) below 1e-12 of its training scale): Bayes' rule then has nothing to
                 weigh, the weights collapse to zero and the mean printed at those steps carries no information.
                 The warning names the steps.
+            ReadoutWarning: a raw mean outside the training latents' range widened by ``RANGE_MARGIN`` on each
+                side (negative weights have thrown it out), or a clipped one with no positive weight; it names the
+                steps.
         """
         X_test = _as_observations(X_test, "X_test", points=self.X.ndim == 2)
         if X_test.shape[1:] != self.X.shape[1:]:
             raise ValueError(f"X_test must hold observations of shape {self.X.shape[1:]} like the training X, got "
                              f"{X_test.shape[1:]}")
-        out, support = _run_filter(self, X_test, return_weights)
+        if readout not in _READOUTS:
+            raise ValueError(f"readout must be one of {_READOUTS}, got {readout!r}")
+        out, support, flagged = _run_filter(self, X_test, return_weights, readout)
         if is_concrete(support):
             unseen = np.flatnonzero(np.asarray(support) < 1e-12)
             if unseen.size:
                 warnings.warn(f"{unseen.size} of {support.shape[0]} observations lie outside the training range "
-                              f"(steps {unseen[:10].tolist()}{' ...' if unseen.size > 10 else ''}): the kernel gives "
-                              "them no similarity to any training observation, so their posterior weights collapse "
-                              "to zero", OutOfRangeWarning, stacklevel=2)
+                              f"(steps {_steps(unseen)}): the kernel gives them no similarity to any training "
+                              "observation, so their posterior weights collapse to zero", OutOfRangeWarning,
+                              stacklevel=2)
+            flagged = np.flatnonzero(np.asarray(flagged))
+            if flagged.size and readout == "raw":
+                warnings.warn(f"the mean sum_i w_i z_i leaves the training latents' range at {flagged.size} of "
+                              f"{support.shape[0]} steps (steps {_steps(flagged)}): negative weights threw it out; "
+                              "readout='clipped' keeps every mean a convex combination of the training latents",
+                              ReadoutWarning, stacklevel=2)
+            elif flagged.size:
+                warnings.warn(f"no posterior weight is positive at {flagged.size} of {support.shape[0]} steps "
+                              f"(steps {_steps(flagged)}): the clipped mean is undefined there and the raw mean "
+                              "sum_i w_i z_i is returned", ReadoutWarning, stacklevel=2)
         return out
 
     def initial_state(self) -> FilterState:
@@ -339,18 +362,32 @@ def _step(kbf: KernelBayesFilter, w_pred, g):
     return kbf.transition @ w, w
 
 
-@partial(jax.jit, static_argnames="return_weights")
-def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool):
-    """The filtering recursion (gamma = K_eta w, KBR update, mean Z^T w, w = T w), compiled once per filter structure
-    and shapes."""
+@partial(jax.jit, static_argnames=("return_weights", "readout"))
+def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool, readout: str = "raw"):
+    """The filtering recursion (gamma = K_eta w, KBR update, read-out, w = T w), compiled once per filter structure,
+    read-out and shapes. Returns (means or (means, W), support (T~,), flagged (T~,)): flagged marks raw means out of
+    the widened training range, or clipped ones with no positive weight."""
+    low, high = jnp.min(kbf.Z, axis=0), jnp.max(kbf.Z, axis=0)
+    margin = RANGE_MARGIN * (high - low)
 
     def step(w_pred, g):
         w_next, w = _step(kbf, w_pred, g)
-        return w_next, (w @ kbf.Z, w)
+        raw = w @ kbf.Z
+        if readout == "raw":
+            return w_next, (raw, w, jnp.any((raw < low - margin) | (raw > high + margin)))
+        positive = jnp.maximum(w, 0.0)
+        mass = jnp.sum(positive)
+        empty = mass <= UNDEFINED_MASS
+        return w_next, (jnp.where(empty, raw, positive @ kbf.Z / jnp.where(empty, 1.0, mass)), w, empty)
 
     G = _observations(kbf, X_test)
-    _, (means, weights) = jax.lax.scan(step, _uniform_weights(kbf), G)
-    return ((means, weights) if return_weights else means), _support(kbf, G)
+    _, (means, weights, flagged) = jax.lax.scan(step, _uniform_weights(kbf), G)
+    return ((means, weights) if return_weights else means), _support(kbf, G), flagged
+
+
+def _steps(indices) -> str:
+    """The first ten step indices of a warning."""
+    return f"{indices[:10].tolist()}{' ...' if indices.size > 10 else ''}"
 
 
 def _support(kbf: KernelBayesFilter, G):
@@ -363,6 +400,10 @@ def _support(kbf: KernelBayesFilter, G):
 
 class OutOfRangeWarning(UserWarning):
     """Observations far outside the training data: the filter's weights collapsed at some steps."""
+
+
+class ReadoutWarning(UserWarning):
+    """A filtered mean left the training latents' range (raw read-out) or had no positive weight (clipped)."""
 
 
 @jax.jit
@@ -560,7 +601,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
                                        rank=rank)
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-            means = kbf.filter(X_val)
+            means = _quiet_filter(kbf, X_val)
             scores[(float(c), float(lam))] = mse = _validation_mse(means, Z_val)
             if not _in_range(means, Z_fit):
                 rejected[(float(c), float(lam))] = "out of range"
@@ -593,6 +634,13 @@ def _baseline_mse(Z_fit, Z_val) -> dict:
     """Validation MSE of persistence (z_{t-1}, the last fit latent first) and of the fit latents' mean."""
     previous = jnp.concatenate([Z_fit[-1:], Z_val[:-1]])
     return {"persistence": _mse(previous, Z_val), "prior mean": _mse(jnp.mean(Z_fit, axis=0)[None, :], Z_val)}
+
+
+def _quiet_filter(kbf, X_val):
+    """Validation means without the read-out warning: tuning scores or refuses a candidate that leaves the range."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ReadoutWarning)
+        return kbf.filter(X_val)
 
 
 def _in_range(means, Z_fit) -> bool:
@@ -642,7 +690,7 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     for lam in lam_grid:
         check_positive(lam, "lam")
         kbf, _ = fitted(X_fit, Z_fit, lam)
-        scores[(float(c), float(lam))] = _validation_mse(kbf.filter(X_val), Z_val)
+        scores[(float(c), float(lam))] = _validation_mse(_quiet_filter(kbf, X_val), Z_val)
     (_, lam), _ = min(scores.items(), key=lambda item: item[1])
     kbf, eta = fitted(X, Z, lam)
     return TuneResult(kbf, float(c), lam, eta, scores)

@@ -12,7 +12,7 @@ import numpy as np
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
 from ..kernels.heuristics import median_heuristic
-from .filter import ETA_GRID, RANGE_MARGIN, KernelBayesFilter, OutOfRangeWarning, _loo_eta
+from .filter import ETA_GRID, RANGE_MARGIN, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
            "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID"]
@@ -263,8 +263,9 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
     trend, out = ar(X_run), []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-        with warnings.catch_warnings():  # an unseen observation shows as a large validation error instead
+        with warnings.catch_warnings():  # an unseen observation or a read-out out of range is scored or refused
             warnings.simplefilter("ignore", OutOfRangeWarning)
+            warnings.simplefilter("ignore", ReadoutWarning)
             readout = np.asarray(kbf.filter(X_run))[:, :d]
         in_range = bool(np.all((readout >= low - margin) & (readout <= high + margin)))
         out.append((trend + readout, in_range))

@@ -8,7 +8,8 @@ from ..conditional import ConditionalExpectation, self_normalised_expectation
 from ..kernels.blockwise import kernel_matvec
 from ..kernels.stationary import RBF
 
-__all__ = ["posterior_mean", "normalized_posterior_mean", "posterior_expectation", "posterior_spread", "decode_mode"]
+__all__ = ["posterior_mean", "normalized_posterior_mean", "clipped_posterior_mean", "posterior_expectation",
+           "posterior_spread", "decode_mode"]
 
 
 def _weights_and_atoms(W, Z):
@@ -52,6 +53,29 @@ def normalized_posterior_mean(W, Z) -> ConditionalExpectation:
     """
     W, Z = _weights_and_atoms(W, Z)
     return self_normalised_expectation(W.T @ Z, jnp.sum(W, axis=0))
+
+
+def clipped_posterior_mean(W, Z) -> ConditionalExpectation:
+    """Clipped posterior mean sum_i w_i^+ z_i / sum_i w_i^+: negative weights set to zero, the rest normalised.
+
+    A convex combination of the atoms, so it never leaves their convex hull, where negative importance weights
+    can throw the plain sum_i w_i z_i far outside the training range.
+
+    Args:
+        W: (n, q) posterior weights.
+        Z: (n, d_z) atoms.
+
+    Returns:
+        ConditionalExpectation: ``mean`` (q, d_z), ``mass`` sum_i w_i^+ (q,); NaN and flagged ``undefined`` where no
+        weight is positive (mass <= 1e-12).
+
+    Raises:
+        TypeError: for inputs that are not real numbers.
+        ValueError: for non-finite inputs or W with another number of rows than Z.
+    """
+    W, Z = _weights_and_atoms(W, Z)
+    P = jnp.maximum(W, 0.0)
+    return self_normalised_expectation(P.T @ Z, jnp.sum(P, axis=0))
 
 
 def posterior_expectation(W, K_ZV, c):
