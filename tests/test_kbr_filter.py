@@ -195,6 +195,10 @@ def test_the_clipped_readout_stays_among_the_atoms_and_raw_escapes_are_flagged()
     np.testing.assert_allclose(clipped, P @ Z / P.sum(1, keepdims=True), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(clipped, kbr.clipped_posterior_mean(W.T, Z).mean, rtol=1e-10, atol=1e-12)
     assert np.all((clipped >= low - 1e-12) & (clipped <= high + 1e-12))
+    state = kbf.initial_state()
+    for x in seq.X_test[:5]:   # streaming: the same read-out of the last filtered weights
+        state, _ = kbf.update(state, x)
+    np.testing.assert_allclose(kbr.clipped_posterior_mean(state.filtered[:, None], Z).mean[0], clipped[4], rtol=1e-9)
     assert np.sqrt(np.mean((clipped - np.asarray(seq.Z_test)) ** 2)) < np.sqrt(np.mean((raw - np.asarray(seq.Z_test)) ** 2))
     far = np.asarray(seq.X_test[:3]) + 1e3   # the kernel sees nothing: every weight is zero, the clipped mean undefined
     with pytest.warns(kbr.ReadoutWarning, match="no posterior weight is positive at 3 of 3 steps"):

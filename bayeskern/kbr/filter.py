@@ -311,7 +311,8 @@ class KernelBayesFilter:
 
         Returns:
             (state, mean): the new state and the (d_z,) filtered posterior mean sum_i w_i z_i.
-            ``kbr.posterior_spread(state.filtered[:, None], kbf.Z)`` gives a spread of the same posterior.
+            ``kbr.posterior_spread(state.filtered[:, None], kbf.Z)`` gives a spread of the same posterior and
+            ``kbr.clipped_posterior_mean(state.filtered[:, None], kbf.Z)`` its clipped read-out.
 
         Raises:
             ValueError: for a non-finite observation or one of another dimension than the training ones.
