@@ -10,7 +10,6 @@ import numpy as np
 
 from .._config import require_x64
 from .._validation import as_finite_array, as_points, check_count, check_positive, check_same_length, is_concrete
-from ..conditional import UNDEFINED_MASS
 from ..fitted import fitted, load_as, static
 from ..kernels.base import Kernel
 from ..kernels.heuristics import median_heuristic
@@ -19,6 +18,7 @@ from ..linalg import jittered_cholesky, spd_solve
 from .features import FeatureKernel, nystrom_features
 from .lowrank import Factored, factored_kulsif, factored_transition, filter_landmarks, landmark_ridges
 from .loo import select_eta_loo, successor_priors
+from .readout import clipped_posterior_mean
 from .weights import gram_factor, kbr_iw_weights, kbr_iw_weights_features, kbr_original_weights
 
 __all__ = ["KernelBayesFilter", "FilterState", "TuneResult", "tune_kbf", "tune_feature_filter", "ETA_GRID",
@@ -376,10 +376,9 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool, readout: s
         raw = w @ kbf.Z
         if readout == "raw":
             return w_next, (raw, w, jnp.any((raw < low - margin) | (raw > high + margin)))
-        positive = jnp.maximum(w, 0.0)
-        mass = jnp.sum(positive)
-        empty = mass <= UNDEFINED_MASS
-        return w_next, (jnp.where(empty, raw, positive @ kbf.Z / jnp.where(empty, 1.0, mass)), w, empty)
+        clipped = clipped_posterior_mean(w[:, None], kbf.Z)
+        empty = clipped.undefined[0]
+        return w_next, (jnp.where(empty, raw, clipped.mean[0]), w, empty)
 
     G = _observations(kbf, X_test)
     _, (means, weights, flagged) = jax.lax.scan(step, _uniform_weights(kbf), G)
