@@ -30,7 +30,7 @@ def blobs(eps: float, *, spacing: float = 10 * np.sqrt(2), per: int = 100, angle
 
     Nine centres on {-s, 0, s}^2. P: each centre plus N(0, I_2) noise; Q: each centre plus N(0, R diag(eps, 1) R^T)
     noise with R = R(angle). eps = 1 gives P = Q. Each centre gets ``per`` points of each sample, and each sample
-    comes in its own random order: row i of P and row i of Q share no centre by construction (aligned rows would
+    comes in its own random order, so row i of P and row i of Q share a centre only by chance (aligned rows would
     hand a test that pairs x_i with y_i, such as a wild bootstrap, a stratification no real two-sample problem has).
 
     Args:
