@@ -389,9 +389,9 @@ def test_tuning_warns_when_no_candidate_beats_persistence():
     assert all(reason in ("out of range", "loses to a baseline") for reason in tuned.rejected.values())
 
 
-def test_tuning_rejects_a_candidate_whose_means_leave_the_training_range():
-    from bayeskern.kbr.filter import _in_range
+def test_the_range_check_widens_each_coordinate_by_the_margin():
+    from bayeskern.kbr.filter import _widened_range
 
-    Z_fit = jnp.array([[0.0], [1.0], [2.0]])
-    assert _in_range(jnp.array([[2.19], [-0.19]]), Z_fit)  # within the 10 % margin of the range [0, 2]
-    assert not _in_range(jnp.array([[2.21]]), Z_fit) and not _in_range(jnp.array([[-0.21]]), Z_fit)
+    low, high = _widened_range(jnp.array([[0.0, 5.0], [1.0, 5.0], [2.0, 7.0]]))
+    np.testing.assert_allclose(low, [-0.2, 4.8])   # the 10 % margin of each coordinate's range
+    np.testing.assert_allclose(high, [2.2, 7.2])

@@ -368,14 +368,13 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool, readout: s
     """The filtering recursion (gamma = K_eta w, KBR update, read-out, w = T w), compiled once per filter structure,
     read-out and shapes. Returns (means or (means, W), support (T~,), flagged (T~,)): flagged marks raw means out of
     the widened training range, or clipped ones with no positive weight."""
-    low, high = jnp.min(kbf.Z, axis=0), jnp.max(kbf.Z, axis=0)
-    margin = RANGE_MARGIN * (high - low)
+    low, high = _widened_range(kbf.Z)
 
     def step(w_pred, g):
         w_next, w = _step(kbf, w_pred, g)
         raw = w @ kbf.Z
         if readout == "raw":
-            return w_next, (raw, w, jnp.any((raw < low - margin) | (raw > high + margin)))
+            return w_next, (raw, w, jnp.any((raw < low) | (raw > high)))
         clipped = clipped_posterior_mean(w[:, None], kbf.Z)
         empty = clipped.undefined[0]
         return w_next, (jnp.where(empty, raw, clipped.mean[0]), w, empty)
@@ -383,6 +382,12 @@ def _run_filter(kbf: KernelBayesFilter, X_test, return_weights: bool, readout: s
     G = _observations(kbf, X_test)
     _, (means, weights, flagged) = jax.lax.scan(step, _uniform_weights(kbf), G)
     return ((means, weights) if return_weights else means), _support(kbf, G), flagged
+
+
+def _widened_range(Z):
+    """Per-coordinate bounds (d_z,), (d_z,) of the training latents, widened by RANGE_MARGIN of the range each side."""
+    low, high = jnp.min(Z, axis=0), jnp.max(Z, axis=0)
+    return low - RANGE_MARGIN * (high - low), high + RANGE_MARGIN * (high - low)
 
 
 def _steps(indices) -> str:
@@ -601,9 +606,9 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
                                        rank=rank)
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-            means = _quiet_filter(kbf, X_val)
+            means, in_range = _validation_run(kbf, X_val)
             scores[(float(c), float(lam))] = mse = _validation_mse(means, Z_val)
-            if not _in_range(means, Z_fit):
+            if not in_range:
                 rejected[(float(c), float(lam))] = "out of range"
             elif mse >= min(baselines.values()):
                 rejected[(float(c), float(lam))] = "loses to a baseline"
@@ -636,17 +641,12 @@ def _baseline_mse(Z_fit, Z_val) -> dict:
     return {"persistence": _mse(previous, Z_val), "prior mean": _mse(jnp.mean(Z_fit, axis=0)[None, :], Z_val)}
 
 
-def _quiet_filter(kbf, X_val):
-    """Validation means without the read-out warning: tuning scores or refuses a candidate that leaves the range."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ReadoutWarning)
-        return kbf.filter(X_val)
-
-
-def _in_range(means, Z_fit) -> bool:
-    low, high = jnp.min(Z_fit, axis=0), jnp.max(Z_fit, axis=0)
-    margin = RANGE_MARGIN * (high - low)
-    return bool(jnp.all((means >= low - margin) & (means <= high + margin)))
+def _validation_run(kbf, X_val):
+    """(means, in range): the raw read-out of validation steps (slices of the checked training X) and whether every
+    mean stays in the training latents' range widened by RANGE_MARGIN, the flag behind :class:`ReadoutWarning`:
+    tuning scores or refuses such a candidate instead of warning."""
+    means, _, flagged = _run_filter(kbf, X_val, False)
+    return means, not bool(jnp.any(flagged))
 
 
 def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["iw"], eta_grid=ETA_GRID,
@@ -690,7 +690,7 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     for lam in lam_grid:
         check_positive(lam, "lam")
         kbf, _ = fitted(X_fit, Z_fit, lam)
-        scores[(float(c), float(lam))] = _validation_mse(_quiet_filter(kbf, X_val), Z_val)
+        scores[(float(c), float(lam))] = _validation_mse(_validation_run(kbf, X_val)[0], Z_val)
     (_, lam), _ = min(scores.items(), key=lambda item: item[1])
     kbf, eta = fitted(X, Z, lam)
     return TuneResult(kbf, float(c), lam, eta, scores)
