@@ -273,9 +273,10 @@ def design(reps):
     """The weighting and combination of the "bayes" test, compared on the design problems from shared statistics.
 
     Every variant sees the same per-kernel permutation statistics; "floor" is the bandwidth grid alone (weights
-    uniform), "share s" gives the posterior kernels weight s, "fuse" replaces the weighted minimum p-value by a
-    soft maximum of standardised statistics, "normal tails" the kernels' rank p-values by normal tails of their
-    standardised statistics.
+    uniform), "share s" gives the posterior kernels weight s, "median kernel s" adds the median-heuristic kernel
+    with weight s (taken evenly from the posterior and floor shares), "floor 2:1 Gaussian" and "Gaussian floor"
+    reweight the floor's families, "fuse" replaces the weighted minimum p-value by a soft maximum of standardised
+    statistics, "normal tails" the kernels' rank p-values by normal tails of their standardised statistics.
     """
     import jax
 
@@ -291,23 +292,40 @@ def design(reps):
             X, Y = sampler(rng)
             key = jax.random.key(r)
             collection = rule(X, Y, key=jax.random.fold_in(key, 1))
-            stats = _permutation_statistics(collection.kernels, np.asarray(X, float), np.asarray(Y, float), key, 500,
-                                            "unbiased", 1024, 2**25)
-            posterior = np.array(["posterior" in label for label in collection.labels])
-            gaussian_posterior = posterior & np.array([label.startswith("gaussian") for label in collection.labels])
-            variants = {}
-            for share in (0.0, 0.25, 0.5, 0.75):
-                w = np.where(posterior, share * collection.weights / collection.weights[posterior].sum(),
-                             (1 - share) / (~posterior).sum())
-                variants["floor" if share == 0 else f"share {share}"] = w
+            median = bk.RBF(bk.median_heuristic(X, Y))   # last column: the median-heuristic kernel
+            stats = _permutation_statistics(collection.kernels + (median,), np.asarray(X, float),
+                                            np.asarray(Y, float), key, 500, "unbiased", 1024, 2**25)
+            posterior = np.array(["posterior" in label for label in collection.labels] + [False])
+            gaussian = np.array([label.startswith("gaussian") for label in collection.labels] + [True])
+            floor = ~posterior
+            floor[-1] = False
+            gaussian_posterior = posterior & gaussian
+            prior = np.append(collection.weights, 0.0)
+
+            def weights(share, floor_weights, median_share=0.0):
+                w = np.zeros(len(prior))
+                w[posterior] = share * prior[posterior] / prior[posterior].sum()
+                w[floor] = (1 - share - median_share) * floor_weights[floor] / floor_weights[floor].sum()
+                w[-1] = median_share
+                return w
+
+            even = floor.astype(float)
+            variants = {"floor" if share == 0 else f"share {share}": weights(share, even)
+                        for share in (0.0, 0.25, 0.5, 0.75)}
+            variants["median kernel 0.1"] = weights(0.45, even, 0.1)
+            variants["median kernel 0.2"] = weights(0.4, even, 0.2)
+            variants["floor 2:1 Gaussian"] = weights(0.5, np.where(gaussian, 2.0, 1.0) * floor)
+            variants["Gaussian floor"] = weights(0.5, (gaussian & floor).astype(float))
             keep = variants["share 0.5"]
+            default = keep > 0
             for label, w in variants.items():
                 used = w > 0
                 aggregated, _ = aggregate_statistics(stats[:, used], w[used])
                 cols.setdefault(label, []).append(np.mean(aggregated >= aggregated[0]) <= 0.05)
-            tails = _normal_tail_min_p(stats, keep)
+            cols.setdefault("median alone", []).append(np.mean(stats[:, -1] >= stats[0, -1]) <= 0.05)
+            tails = _normal_tail_min_p(stats[:, default], keep[default])
             cols.setdefault("normal tails (share 0.5)", []).append(np.mean(tails >= tails[0]) <= 0.05)
-            fused = _fused(stats, keep)
+            fused = _fused(stats[:, default], keep[default])
             cols.setdefault("fuse (share 0.5)", []).append(np.mean(fused >= fused[0]) <= 0.05)
             first = int(np.argmax(gaussian_posterior))
             cols.setdefault("heaviest posterior mode alone", []).append(np.mean(stats[:, first] >= stats[0, first]) <= 0.05)
