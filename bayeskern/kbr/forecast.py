@@ -12,7 +12,8 @@ import numpy as np
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
 from ..kernels.heuristics import median_heuristic
-from .filter import ETA_GRID, RANGE_MARGIN, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta
+from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta,
+                     _widened_range)
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
            "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID"]
@@ -258,8 +259,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
     sigma_z = c * median_heuristic(R)
     eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
     base = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, min(lams), eta, rank=rank)
-    low, high = R[:, :d].min(axis=0), R[:, :d].max(axis=0)
-    margin = RANGE_MARGIN * (high - low)
+    low, high = (np.asarray(b) for b in _widened_range(R[:, :d]))
     trend, out = ar(X_run), []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
@@ -267,7 +267,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
             warnings.simplefilter("ignore", OutOfRangeWarning)
             warnings.simplefilter("ignore", ReadoutWarning)
             readout = np.asarray(kbf.filter(X_run))[:, :d]
-        in_range = bool(np.all((readout >= low - margin) & (readout <= high + margin)))
+        in_range = bool(np.all((readout >= low) & (readout <= high)))
         out.append((trend + readout, in_range))
     return eta, out
 
