@@ -18,6 +18,12 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
      python benchmarks/bench_forecast.py --n-val-sweep [--series ...]   (validation sizes 30, 49, 60, 100)
      python benchmarks/bench_forecast.py --gamma-study   (the conformal step size, on synthetic errors)
      python benchmarks/bench_forecast.py --long   (a synthetic series of 10^4 steps)
+     python benchmarks/bench_forecast.py --synthetic   (the same table on simulated series with known dynamics)
+
+With --synthetic the panel is four simulated series of 500 steps whose one-step conditional mean is known, so the
+table also prints the oracle's RMSE (that of the true conditional mean) relative to AR: a nonlinear sine map, a
+two-regime threshold autoregression, an AR(2) latent seen through observation noise (a state-space model: the
+Kalman filter's forecast is the oracle) and a seasonal series with a nonlinear response.
 """
 
 import argparse
@@ -36,7 +42,7 @@ import bayeskern as bk
 from bayeskern.inference import forecast_series
 from bayeskern.plotting import save_figure
 
-SEASONS = {"elnino": 12, "co2": 12, "elec_equip": 12}
+SEASONS = {"elnino": 12, "co2": 12, "elec_equip": 12, "seasonal tanh": 12}
 
 
 def panel() -> dict:
@@ -55,6 +61,46 @@ def panel() -> dict:
         "inflation": macro["infl"].to_numpy(float),
         "elec_equip": elec_equip.load().data.iloc[:, 0].to_numpy(float),
     }
+
+
+def synthetic_panel(T=500, seed=0) -> dict:
+    """{name: ((T,) series, (T,) one-step conditional means or None)} of simulated series with known dynamics."""
+    rng = np.random.default_rng(seed)
+    e = rng.standard_normal((4, T))
+    sine, setar, seasonal = np.zeros(T), np.zeros(T), np.zeros(T)
+    sine_mean, setar_mean, seasonal_mean = np.zeros(T), np.zeros(T), np.zeros(T)
+    for t in range(2, T):
+        sine_mean[t] = 2.0 * np.sin(1.5 * sine[t - 1])
+        sine[t] = sine_mean[t] + 0.3 * e[0, t]
+        high = setar[t - 1] > 0
+        setar_mean[t] = (0.7 * setar[t - 1] - 0.3 * setar[t - 2] if high
+                         else -0.5 * setar[t - 1] + 0.4 * setar[t - 2] + 0.5)
+        setar[t] = setar_mean[t] + 0.5 * e[1, t]
+        seasonal_mean[t] = np.sin(2 * np.pi * t / 12) + 0.8 * np.tanh(2 * seasonal[t - 1]) - 0.3 * seasonal[t - 2]
+        seasonal[t] = seasonal_mean[t] + 0.3 * e[2, t]
+    # z_t = 1.3 z_{t-1} - 0.6 z_{t-2} + u_t (sd 1), y_t = z_t + v_t (sd 1): the oracle is the Kalman one-step mean
+    z = np.zeros(T)
+    u = rng.standard_normal(T)
+    for t in range(2, T):
+        z[t] = 1.3 * z[t - 1] - 0.6 * z[t - 2] + u[t]
+    noisy = z + e[3]
+    return {"sine map": (sine, sine_mean), "threshold AR": (setar, setar_mean),
+            "AR(2) + noise": (noisy, _kalman_ar2_means(noisy, 1.3, -0.6, 1.0, 1.0)),
+            "seasonal tanh": (seasonal, seasonal_mean)}
+
+
+def _kalman_ar2_means(y, a1, a2, q, r):
+    """One-step predictive means of y_t = z_t + N(0, r), z_t = a1 z_{t-1} + a2 z_{t-2} + N(0, q) (Kalman filter)."""
+    F, H = np.array([[a1, a2], [1.0, 0.0]]), np.array([1.0, 0.0])
+    m, P = np.zeros(2), np.eye(2) * 10.0
+    out = np.zeros(len(y))
+    for t, yt in enumerate(y):
+        m, P = F @ m, F @ P @ F.T + np.diag([q, 0.0])
+        out[t] = H @ m
+        S = H @ P @ H + r
+        K = P @ H / S
+        m, P = m + K * (yt - H @ m), P - np.outer(K, H @ P)
+    return out
 
 
 def ar_baseline(y_train, y, n_test):
@@ -101,19 +147,21 @@ def rmse(forecast, truth) -> float:
     return float(np.sqrt(np.mean((forecast - truth) ** 2)))
 
 
-def main(out, *, names=None, bayesian=False, seed=0):
-    """Runs the panel, prints the table and writes bench_forecast.png; returns {series: {method: (ratio, cov, s)}}."""
+def main(out, *, names=None, bayesian=False, seed=0, synthetic=False):
+    """Runs the panel (or the synthetic one), prints the table and writes bench_forecast.png (or
+    bench_forecast_synthetic.png); returns {series: {method: (ratio, cov, s)}}."""
     bk.enable_x64()
     warnings.simplefilter("ignore", FutureWarning)  # statsmodels' notices of coming API changes
     warnings.filterwarnings("ignore", module="statsmodels")
-    series = panel()
+    series = synthetic_panel() if synthetic else {name: (y, None) for name, y in panel().items()}
     names = names or list(series)
-    methods = ["KBF (tuned)"] + (["KBF (Bayesian)"] if bayesian else []) + ["AR", "SARIMAX", "UC", "persistence"]
+    methods = (["KBF (tuned)"] + (["KBF (Bayesian)"] if bayesian else []) + ["AR", "SARIMAX", "UC", "persistence"]
+               + (["oracle"] if synthetic else []))
     print(f"{'series':<13}{'T':>5}{'test':>6}  " + "  ".join(f"{m:>24}" for m in methods))
     print(f"{'':<26}" + "  ".join(f"{'RMSE/AR  cover   sec':>24}" for _ in methods))
     results = {}
     for name in names:
-        y = series[name]
+        y, oracle = series[name]
         n_test = len(y) // 5
         y_train, truth = y[:-n_test], y[-n_test:]
         rows, chosen = {}, []
@@ -135,6 +183,8 @@ def main(out, *, names=None, bayesian=False, seed=0):
         uc, uc_band = uc_baseline(y_train, y, n_test, SEASONS.get(name))
         rows["UC"] = (uc, uc_band, time.perf_counter() - t0)
         rows["persistence"] = (y[-n_test - 1:-1], None, 0.0)
+        if oracle is not None:
+            rows["oracle"] = (oracle[-n_test:], None, 0.0)
         ar_rmse = rmse(ar, truth)
         results[name] = {m: (rmse(f, truth) / ar_rmse, None if b is None else coverage(b, truth), s)
                          for m, (f, b, s) in rows.items()}
@@ -144,13 +194,13 @@ def main(out, *, names=None, bayesian=False, seed=0):
             cells.append(f"{ratio:>8.3f}  {'  -  ' if cov is None else f'{cov:5.2f}'}  {sec:6.1f}")
         print(f"{name:<13}{len(y):>5}{n_test:>6}  " + "  ".join(f"{c:>24}" for c in cells)
               + f"   AR({p}) SARIMAX{order}; " + "; ".join(chosen), flush=True)
-    for m in methods[:-1]:
+    for m in [m for m in methods if m not in ("persistence", "oracle")]:
         ratios = np.array([results[n][m][0] for n in names])
         covs = np.array([results[n][m][1] for n in names])
         print(f"{m}: mean coverage {covs.mean():.3f} (min {covs.min():.2f}); RMSE <= 1.05 x AR on "
               f"{np.mean(ratios <= 1.05):.0%} of series, max ratio {ratios.max():.3f}; "
               f"max seconds {max(results[n][m][2] for n in names):.0f}")
-    _plot(results, names, methods, Path(out))
+    _plot(results, names, methods, Path(out), "bench_forecast_synthetic.png" if synthetic else "bench_forecast.png")
     return results
 
 
@@ -181,7 +231,7 @@ def n_val_sweep(names, sizes=(30, 49, 60, 100)):
     print("validation size sweep: test RMSE / persistence (validation MSE / persistence's; 'fallback' when a "
           "baseline forecasts)")
     for name in names:
-        y = series[name]
+        y, oracle = series[name]
         n_test = len(y) // 5
         y_train, truth = y[:-n_test], y[-n_test:]
         persistence = rmse(y[-n_test - 1:-1], truth)
@@ -219,13 +269,13 @@ def gamma_study(reps=300, seed=0):
             print(f"{n_cal:>12}{T:>6}{scale:>7}  " + "".join(f"{c:>13.3f}" for c in row), flush=True)
 
 
-def _plot(results, names, methods, out):
+def _plot(results, names, methods, out, filename):
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     x = np.arange(len(names))
     width = 0.8 / len(methods)
     for i, m in enumerate(methods):
         axes[0].bar(x + i * width, [results[n][m][0] for n in names], width, label=m, color=f"C{i}", zorder=2)
-        if m != "persistence":
+        if results[names[0]][m][1] is not None:
             axes[1].plot(x + i * width, [results[n][m][1] for n in names], "o", label=m, color=f"C{i}", zorder=2)
     axes[0].axhline(1.05, color="k", lw=0.8, ls="--")
     axes[0].set(ylabel="one-step RMSE / AR's (persistence cut at 2)", ylim=(0, 2))
@@ -235,7 +285,7 @@ def _plot(results, names, methods, out):
     for ax in axes:
         ax.set_xticks(x + 0.4 - width / 2, names, rotation=30, ha="right", fontsize=8)
     axes[0].legend(fontsize=7)
-    save_figure(fig, out / "bench_forecast.png")
+    save_figure(fig, out / filename)
 
 
 if __name__ == "__main__":
@@ -245,6 +295,7 @@ if __name__ == "__main__":
     parser.add_argument("--n-val-sweep", action="store_true", help="only the validation-size sweep")
     parser.add_argument("--gamma-study", action="store_true", help="only the conformal step-size study")
     parser.add_argument("--long", action="store_true", help="only the T = 10^4 series")
+    parser.add_argument("--synthetic", action="store_true", help="the panel of simulated series with known dynamics")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
     if args.gamma_study:
@@ -254,4 +305,4 @@ if __name__ == "__main__":
     elif args.n_val_sweep:
         n_val_sweep(args.series or list(panel()))
     else:
-        main(args.out, names=args.series, bayesian=args.bayesian)
+        main(args.out, names=args.series, bayesian=args.bayesian, synthetic=args.synthetic)

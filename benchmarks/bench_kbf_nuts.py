@@ -11,9 +11,14 @@ CPU of the recorded runs that was slower, since one JAX process already keeps bo
 --compress m instead builds them on m ACKIP-compressed fit transitions (models.compress_split; O(m^3) per
 gradient, no landmarks): issue 7, acceptance 2 compares it with the full training set.
 
+--default-call runs inference.sample_kbf_posterior with its defaults (the recommended call) on both dynamics at
+T = 300 and 600 and --seeds seeds: NUTS wall time (compilation included), max split R-hat of the hyperparameters
+(what run_nuts reports) and of the filtered validation means too, test MSE against the grid filter and coverage.
+
 Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 10 20] [--chains 2] [--warmup 300]
      [--samples 300] [--depth 3] [--chain-method sequential] [--compress 40]
      (the CPU setting; --T 500 --n-val 200 suits a GPU)
+     python benchmarks/bench_kbf_nuts.py --default-call [--seeds 0 1]
 """
 
 import argparse
@@ -25,7 +30,8 @@ import numpyro
 
 import bayeskern as bk
 from bayeskern import kbr
-from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
+from bayeskern.inference import (band_coverage, diagnose, kbf_init_values, posterior_predictive_filter, run_nuts,
+                                 sample_kbf_posterior)
 from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 from _common import machine_line
 
@@ -72,6 +78,31 @@ def run(*, T=300, n_val=100, landmarks=(10, 20), compress=0, compress_steps=1000
     return out
 
 
+def default_call(seeds, log=print):
+    """sample_kbf_posterior with its defaults on both dynamics at T = 300 and 600: one line per run."""
+    log(machine_line("inference.sample_kbf_posterior, its defaults"))
+    log("dynamics     T  seed | tune s | NUTS s | R-hat (hyper) | R-hat (with z_val_hat) | min ESS | "
+        "MSE / grid | cover")
+    for setting in ("rotation", "oscillatory"):
+        for T in (300, 600):
+            for seed in seeds:
+                seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting=setting)
+                start = time.perf_counter()
+                tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=100)
+                tune_s = time.perf_counter() - start
+                mcmc = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(seed + 1), tuned=tuned,
+                                            progress_bar=False, rhat_max=1.01)
+                every = diagnose(mcmc.idata, warn=False)
+                pred = posterior_predictive_filter(mcmc.draws(), seq.X, seq.Z, seq.X_test,
+                                                   key=jax.random.key(seed + 2))
+                grid = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
+                d = mcmc.diagnostics
+                log(f"{setting:11s} {T:4d} {seed:5d} | {tune_s:6.1f} | {mcmc.wall_time:6.1f} | {d.max_rhat:13.4f} | "
+                    f"{every.max_rhat:22.4f} | {d.min_ess_bulk:7.0f} | "
+                    f"{kbr.filter_mse(pred.mean, seq.Z_test) / grid:10.3f} | "
+                    f"{band_coverage(pred.predictive_band, seq.Z_test):.3f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--T", type=int, default=300)
@@ -87,10 +118,15 @@ def main():
     parser.add_argument("--chain-method", default="sequential", choices=("parallel", "sequential", "vectorized"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--setting", default="rotation", choices=("rotation", "oscillatory"))
+    parser.add_argument("--default-call", action="store_true", help="the recommended call on both dynamics")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     args = parser.parse_args()
     if args.chain_method == "parallel":
         numpyro.set_host_device_count(args.chains)  # one CPU device per chain; before JAX's first computation
     bk.enable_x64()
+    if args.default_call:
+        default_call(args.seeds, log=lambda line: print(line, flush=True))
+        return
     landmarks = tuple(args.landmarks) if len(args.landmarks) > 1 else (args.landmarks[0] or None)
     run(T=args.T, n_val=args.n_val, landmarks=landmarks, compress=args.compress,
         compress_steps=args.compress_steps, chains=args.chains, warmup=args.warmup, samples=args.samples,

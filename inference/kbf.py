@@ -8,12 +8,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from bayeskern._validation import as_finite_array, as_points, check_count, check_key, check_same_length
-from bayeskern.kbr.filter import KernelBayesFilter, TuneResult
+from bayeskern.kbr.filter import KernelBayesFilter, TuneResult, tune_kbf
 from bayeskern.kbr.lowrank import filter_landmarks, landmark_ridges
 from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
+from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
-__all__ = ["kbf_init_values", "PredictiveFiltering", "posterior_predictive_filter", "band_coverage"]
+from .nuts import MCMCResult, run_nuts
+
+__all__ = ["kbf_init_values", "sample_kbf_posterior", "PredictiveFiltering", "posterior_predictive_filter",
+           "band_coverage"]
 
 
 def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
@@ -37,6 +41,59 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
     mse = tuned.validation_mse[(tuned.c, tuned.lam)]
     return {"log_cx": jnp.log(tuned.c), "log_cz": jnp.log(tuned.c), "log_lam": jnp.log(tuned.lam),
             "log_eta": jnp.log(tuned.eta), "log_s": 0.5 * jnp.log(mse / dim_z)}
+
+
+def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: str = "iw", n_val: int = 100,
+                         max_fit: int | None = 200, num_landmarks=(10, 20), num_chains: int = 2,
+                         num_warmup: int = 200, num_samples: int = 500, progress_bar: bool = True,
+                         **model_kwargs) -> MCMCResult:
+    """NUTS over a kernel Bayes filter's hyperparameters with the recommended settings.
+
+    The recommended call of :func:`bayeskern.models.kbf_hyper_model`: the last ``n_val`` steps validate, the
+    model's filters are built on the ``max_fit`` steps before them, low rank on ``num_landmarks``
+    (observation, latent) Nystrom landmarks; the chains start at the grid optimum of
+    :func:`bayeskern.kbr.tune_kbf` (``tuned``, tuned here when None) and adapt a dense mass matrix (the five
+    hyperparameters are correlated) with trees of depth at most 4 (at depth 3, log lam, whose posterior has a long
+    prior-driven tail, mixes half as fast per gradient). Wall time, R-hat and effective sample sizes of these
+    settings on series of 300-600 steps: ``benchmarks/bench_kbf_nuts.py --default-call`` and
+    ``benchmarks/RESULTS.md``. Pass the result's ``draws()`` to :func:`posterior_predictive_filter`, which refits
+    every draw's filter on all steps.
+
+    Args:
+        X: (T, d_x) training observations.
+        Z: (T, d_z) training latents.
+        key: PRNG key of the sampler.
+        tuned: the :func:`bayeskern.kbr.tune_kbf` result the chains start from (None: tuned here, with ``method``
+            and ``n_val``).
+        method: ``"iw"`` or ``"original"``.
+        n_val: validation steps (at most T // 2).
+        max_fit: fit steps of the model's filters (None: all; see :func:`bayeskern.models.split_for_validation`).
+        num_landmarks: Nystrom landmarks (p_x, p_z) of the model's filters, or None for exact filters.
+        num_chains: chains (run as :func:`run_nuts` runs them on this machine).
+        num_warmup: warm-up iterations per chain.
+        num_samples: draws per chain.
+        progress_bar: show the sampler's progress.
+        **model_kwargs: further options of :func:`bayeskern.models.kbf_hyper_model` (``tau``, ``burn_in``, ...).
+
+    Returns:
+        MCMCResult: the draws of ``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s`` and the filtered
+        validation means ``z_val_hat``, with diagnostics of the five hyperparameters.
+
+    Raises:
+        TypeError: for tuned that is not a TuneResult.
+        ValueError: for unpaired or non-finite inputs, a series too short for the split, or an unknown method.
+    """
+    if method not in ("iw", "original"):
+        raise ValueError(f"method must be 'iw' or 'original', got {method!r}")
+    check_key(key)
+    X, Z = as_points(X, "X"), as_points(Z, "Z")
+    check_same_length(X, Z, "X and Z")
+    split = split_for_validation(X, Z, n_val, num_landmarks=num_landmarks, max_fit=max_fit,
+                                 **({"burn_in": model_kwargs["burn_in"]} if "burn_in" in model_kwargs else {}))
+    init = kbf_init_values(tune_kbf(X, Z, method=method, n_val=n_val) if tuned is None else tuned, Z.shape[1])
+    return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
+                    num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
+                    progress_bar=progress_bar, method=method, **model_kwargs)
 
 
 class PredictiveFiltering(NamedTuple):

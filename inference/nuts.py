@@ -51,7 +51,8 @@ class MCMCResult:
         constant_data: the array arguments the model was called with.
         log_likelihood: observed site -> (chains, draws, observations...) pointwise log likelihoods, scaled as they
             enter the posterior (empty when the model has no observed sites).
-        diagnostics: :class:`Diagnostics` of the run.
+        diagnostics: :class:`Diagnostics` of the run's sampled sites (deterministic sites, functions of them, are left
+            out as in NumPyro's summary: ``diagnose(result.idata, var_names=[...])`` checks any of them).
         wall_time: seconds for the whole run (compilation, warm-up, sampling, postprocessing).
         timings: seconds by phase: ``warmup`` and ``sampling``, the transitions of each phase alone (the sampler is
             compiled before them; divide an ESS by ``sampling`` for ESS per second of sampling), and ``total``
@@ -126,8 +127,8 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         target_accept: target acceptance probability of the step-size adaptation, in (0, 1).
         max_tree_depth: maximum tree depth of NUTS.
         progress_bar: show progress.
-        rhat_max: warn when the split R-hat exceeds it.
-        min_ess: warn when the bulk or tail ESS is below it (default 100 per chain).
+        rhat_max: warn when the split R-hat of a sampled site exceeds it.
+        min_ess: warn when the bulk or tail ESS of a sampled site is below it (default 100 per chain).
         chain_method: how the chains share the machine. ``None`` (default): ``"parallel"`` on a CPU,
             ``"vectorized"`` on an accelerator. ``"parallel"``: every chain runs alone (no lockstep), as many at once as
             there are CPU cores, each on its own thread (on several devices, chain c on device c mod count).
@@ -194,11 +195,13 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
                                             "vectorized" if spread else chain_method, dense_mass)
     if samples is None:
         raise Interrupted(None, "NUTS was interrupted during warm-up: no draws yet")
+    sampled = [name for name in samples if name not in _deterministic_sites(model, model_args, model_kwargs, key)]
     samples = {k: np.asarray(v) for k, v in samples.items()}  # waits for the device (dispatch is asynchronous)
     stats = {k: np.asarray(v) for k, v in stats.items()}
     timings["total"] = time.perf_counter() - start
     observed, loglik = _observations(model, model_args, model_kwargs, samples, key)
-    diagnostics = diagnose(az.from_dict(posterior=samples, sample_stats=stats), rhat_max=rhat_max, min_ess=min_ess)
+    diagnostics = diagnose(az.from_dict(posterior={k: samples[k] for k in sampled}, sample_stats=stats),
+                           rhat_max=rhat_max, min_ess=min_ess)
     result = MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik,
                         diagnostics, timings["total"], timings, backend)
     if not finished:
@@ -241,6 +244,19 @@ def _constant_data(model, args, kwargs) -> dict:
             if isinstance(part, (np.ndarray, jax.Array)) and np.ndim(part) >= 1 and not _spans_processes(part):
                 out[f"{name}_{field}" if field else name] = np.asarray(part)
     return out
+
+
+def _deterministic_sites(model, args, kwargs, key) -> set:
+    """Names of the model's ``numpyro.deterministic`` sites (the model traced abstractly: no arithmetic)."""
+    names = set()
+
+    def trace_sites():
+        trace = handlers.trace(handlers.seed(model, key)).get_trace(*args, **kwargs)
+        names.update(name for name, site in trace.items() if site["type"] == "deterministic")
+        return 0.0
+
+    jax.eval_shape(trace_sites)
+    return names
 
 
 def _observations(model, args, kwargs, samples, key):

@@ -59,11 +59,11 @@ class FilterSplit(NamedTuple):
 
 def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
                          num_landmarks: int | tuple[int, int] | None = None,
-                         landmark_scale: float = 0.5) -> FilterSplit:
+                         landmark_scale: float = 0.5, max_fit: int | None = None) -> FilterSplit:
     """Split one training trajectory for :func:`kbf_hyper_model`, as :func:`bayeskern.kbr.tune_kbf` does.
 
-    The last V = min(n_val, T // 2) steps validate; the filter is built on the others, with bandwidth units (the
-    fit medians) fixed as constants.
+    The last V = min(n_val, T // 2) steps validate; the filter is built on the others (the last ``max_fit`` of
+    them when given), with bandwidth units (the fit medians) fixed as constants.
 
     Args:
         X: (T, d_x) observations of the training trajectory.
@@ -76,6 +76,10 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
             O(T^3) (an approximation that sharpens as p grows; the observation landmarks set the cost).
         landmark_scale: bandwidth of the landmark selection, in units of the median distance (below the
             bandwidths the posterior visits, so the landmarks cover them).
+        max_fit: build the model's filters on at most this many fit steps, the ones just before the validation
+            block (None: all). A gradient costs O(fit steps), so this bounds the cost of sampling on long series;
+            the hyperparameters are on the operator scale and keep their meaning when
+            :func:`bayeskern.inference.posterior_predictive_filter` refits on every step.
 
     Returns:
         FilterSplit: fit and validation pairs, the fit medians and the optional landmarks.
@@ -92,7 +96,8 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
     if T - V < 3 or V <= burn_in:
         raise ValueError(f"training sequence too short: T = {T} gives {T - V} fit and {V} validation steps; "
                          f"need at least 3 fit steps and more than burn_in = {burn_in} validation steps")
-    X_fit, Z_fit = X[: T - V], Z[: T - V]
+    first = 0 if max_fit is None else max(0, T - V - check_count(max_fit, "max_fit", minimum=3))
+    X_fit, Z_fit = X[first: T - V], Z[first: T - V]
     median_x, median_z = median_heuristic(X_fit), median_heuristic(Z_fit)
     check_positive(landmark_scale, "landmark_scale")
     landmarks = landmarks_z = None

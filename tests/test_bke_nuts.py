@@ -158,6 +158,26 @@ def test_diagnostics_warn_on_bad_chains():
         diagnose(az.from_dict(posterior=sticky))
 
 
+def test_run_diagnostics_cover_the_sampled_sites_not_the_deterministic_ones():
+    """As NumPyro's summary: a deterministic site is a function of the draws; the max R-hat over 200 of them is
+    larger by chance alone and would flag a sampler that mixes well."""
+    import numpyro
+
+    def model(y):
+        mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+        numpyro.deterministic("ripple", jnp.sin(jnp.arange(1, 201) * mu))
+        numpyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    y = np.random.default_rng(0).normal(2.0, 1.0, 20)
+    run = run_nuts(model, y, key=jax.random.key(3), num_chains=2, num_warmup=300, num_samples=300,
+                   progress_bar=False, rhat_max=10.0, min_ess=1)
+    assert run.samples["ripple"].shape == (2, 300, 200)
+    sampled = diagnose(run.idata, var_names=["mu"], warn=False)
+    everything = diagnose(run.idata, warn=False)
+    assert (run.diagnostics.max_rhat, run.diagnostics.min_ess_bulk) == (sampled.max_rhat, sampled.min_ess_bulk)
+    assert everything.max_rhat > sampled.max_rhat and everything.min_ess_bulk < sampled.min_ess_bulk
+
+
 def test_vector_sites_of_the_models_get_named_dims():
     from bayeskern.inference.nuts import _inference_data
 

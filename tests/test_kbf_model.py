@@ -12,6 +12,7 @@ import pytest
 from numpyro import handlers
 from numpyro.infer.util import initialize_model, potential_energy
 
+import bayeskern as bk
 from bayeskern import kbr
 from bayeskern.kernels import RBF
 from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
@@ -59,6 +60,37 @@ def test_split_rejects_short_sequences(small):
         split_for_validation(seq.X[:12], seq.Z[:12], n_val=200)
     with pytest.raises(ValueError, match="X and Z"):
         split_for_validation(seq.X, seq.Z[:-1])
+
+
+def test_split_builds_the_model_on_the_last_max_fit_steps_before_validation(small):
+    seq, whole = small   # T = 80, n_val = 30: fit steps 0..49
+    part = split_for_validation(seq.X, seq.Z, n_val=30, max_fit=20)
+    np.testing.assert_array_equal(part.X_fit, seq.X[30:50])
+    np.testing.assert_array_equal(part.Z_fit, seq.Z[30:50])
+    np.testing.assert_array_equal(part.X_val, whole.X_val)
+    assert float(part.median_x) == pytest.approx(float(bk.median_heuristic(seq.X[30:50])))
+    roomy = split_for_validation(seq.X, seq.Z, n_val=30, max_fit=500)   # more than there are: all of them
+    assert all(np.array_equal(a, b) for a, b in zip(roomy[:6], whole[:6]))
+
+
+def test_the_default_call_is_the_documented_split_start_and_sampler(small, monkeypatch):
+    """sample_kbf_posterior = split_for_validation(n_val, landmarks, max_fit) + run_nuts from the grid optimum with
+    a dense mass matrix and trees of depth 4 (the settings bench_kbf_nuts.py --default-call measures)."""
+    import bayeskern.inference.kbf as kbf_module
+
+    seq, _ = small
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
+    calls = []
+    monkeypatch.setattr(kbf_module, "run_nuts", lambda model, *args, **kwargs: calls.append((model, args, kwargs)))
+    kbf_module.sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(0), tuned=tuned, n_val=30, max_fit=40,
+                                    num_landmarks=(5, 8), tau=0.5)
+    (model, (split,), kwargs), = calls
+    expected = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=(5, 8), max_fit=40)
+    assert model is kbf_hyper_model and all(np.array_equal(a, b) for a, b in zip(split, expected))
+    init = kbf_init_values(tuned, 2)
+    assert all(float(kwargs["init_values"][k]) == float(init[k]) for k in init)
+    assert (kwargs["dense_mass"], kwargs["max_tree_depth"], kwargs["num_chains"], kwargs["num_warmup"],
+            kwargs["num_samples"], kwargs["method"], kwargs["tau"]) == (True, 4, 2, 200, 500, "iw", 0.5)
 
 
 def test_model_rejects_an_unknown_method_and_temperature(small):
@@ -190,6 +222,24 @@ def test_acceptance_nuts_on_rotation_converges_and_its_bands_cover(monkeypatch):
     assert d.max_rhat < 1.05 and d.divergences < 0.05 * d.num_draws
     assert out["bayes_mse"] <= 1.05 * out["grid_mse"] and 0.80 <= out["coverage"] <= 0.97
     assert out["wall"] < 90
+
+
+@pytest.mark.slow  # about two minutes on two CPU cores
+def test_the_default_call_on_600_steps_mixes_and_its_bands_cover():
+    """sample_kbf_posterior with its defaults on 600 steps of the rotation dynamics (benchmarks/bench_kbf_nuts.py
+    --default-call: R-hat 1.008, 83 s of NUTS on two idle CPU cores): R-hat < 1.05 for every hyperparameter, at
+    most 1 % divergences, the Bayesian average no worse than 1.05 x the grid filter, and the 90 % predictive band of
+    the refitted filters covering 85-95 % of the test states."""
+    from bayeskern.inference import sample_kbf_posterior
+
+    seq = kbr.data.circle_dynamics(600, jax.random.key(0))
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=100)
+    run = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(1), tuned=tuned, progress_bar=False)
+    assert run.diagnostics.max_rhat < 1.05 and run.diagnostics.divergences <= 0.01 * run.diagnostics.num_draws
+    pred = posterior_predictive_filter(run.draws(), seq.X, seq.Z, seq.X_test, key=jax.random.key(2))
+    grid = kbr.filter_mse(tuned.filter.filter(seq.X_test), seq.Z_test)
+    assert kbr.filter_mse(pred.mean, seq.Z_test) <= 1.05 * grid
+    assert 0.85 <= band_coverage(pred.predictive_band, seq.Z_test) <= 0.95
 
 
 @pytest.mark.slow  # suite time: the Nystrom filter itself is tested fast in test_kbr_features
