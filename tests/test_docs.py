@@ -441,7 +441,10 @@ def test_the_section_check_fails_on_a_function_without_sections():
 
 # --- runnable documentation ------------------------------------------------------------------------------------
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
-SLOW_BLOCKS = {"howto/filtering-3"}  # NUTS over the filter's hyperparameters: runs with pytest -m slow
+# pytest -m slow runs these: the low-rank filters of 3000 steps, and NUTS over the filter's hyperparameters (the
+# default suite samples that model in the README's compressed-split block and checks sample_kbf_posterior's call in
+# test_kbf_model; the slow test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering runs the call end to end)
+SLOW_BLOCKS = {"howto/filtering-3", "howto/filtering-4"}
 
 
 def _python_blocks():

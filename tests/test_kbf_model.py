@@ -186,11 +186,14 @@ def test_low_rank_predictive_filtering_shares_landmarks_chosen_at_the_smallest_d
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::bayeskern.inference.MCMCWarning")  # a short smoke run
 def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
+    """The recommended call end to end (exact filters here: no landmarks, every fit step), short chains."""
+    from bayeskern.inference import sample_kbf_posterior
+
     seq, split = small
     tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=30, c_grid=(1.0,), lam_grid=(1e-3,), num_priors=5)
-    run = run_nuts(kbf_hyper_model, split, key=jax.random.key(2), num_chains=1, num_warmup=12, num_samples=10,
-                   init_values=kbf_init_values(tuned, 2), max_tree_depth=3, progress_bar=False, min_ess=1,
-                   rhat_max=np.inf)
+    run = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(2), tuned=tuned, n_val=30, max_fit=None,
+                               num_landmarks=None, num_chains=1, num_warmup=12, num_samples=10, progress_bar=False,
+                               min_ess=1, rhat_max=np.inf)
     draws = run.draws()
     assert set(draws) >= {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"}
     # one log-likelihood term per scored validation step (V - burn_in = 20), summing to the model's likelihood
