@@ -136,12 +136,13 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
     y = np.concatenate([y_train, y_test])
     s = _standardised(y_train, y)
     X, R, _, _, offset = _residual_pairs(s[:T], b.design, T - V - (max(b.design.lags) + int(b.design.difference)))
-    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks)
+    # the model's filters on the last 250 fit steps, as tune_forecaster's validation filters (its max_fit default)
+    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=250)
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
     run = run_nuts(kbf_hyper_model, split, key=keys[0], num_chains=num_chains, num_warmup=num_warmup,
-                   num_samples=num_samples, init_values=init, dense_mass=True, progress_bar=progress_bar,
-                   rhat_max=1.05, min_ess=1)
+                   num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
+                   progress_bar=progress_bar, rhat_max=1.05, min_ess=1)
     draws = run.draws()
     val_means = np.asarray(draws["z_val_hat"])[..., :d]  # (S, V, d) residual forecasts of the validation steps
     noise = np.exp(2 * np.asarray(draws["log_s"]))[:, None, None]
