@@ -10,9 +10,9 @@ import numpy as np
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
-from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _as_series, _design_rows, _forecast_path,
-                                    _location_scale, _residual_latents, _standardised, conformal_band,
-                                    tune_forecaster)
+from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _design_rows,
+                                    _forecast_path, _location_scale, _residual_latents, _standardised,
+                                    conformal_band, tune_forecaster)
 from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
 from .diagnostics import Diagnostics
@@ -136,8 +136,7 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
     y = np.concatenate([y_train, y_test])
     s = _standardised(y_train, y)
     X, R, _, _, offset = _residual_pairs(s[:T], b.design, T - V - (max(b.design.lags) + int(b.design.difference)))
-    # the model's filters on the last 250 fit steps, as tune_forecaster's validation filters (its max_fit default)
-    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=250)
+    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
     run = run_nuts(kbf_hyper_model, split, key=keys[0], num_chains=num_chains, num_warmup=num_warmup,

@@ -12,7 +12,7 @@ from bayeskern.kbr.filter import KernelBayesFilter, TuneResult, tune_kbf
 from bayeskern.kbr.lowrank import filter_landmarks, landmark_ridges
 from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
-from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
+from bayeskern.models.kbf import HYPER_PRIORS, kbf_hyper_model, split_for_validation
 
 from .nuts import MCMCResult, run_nuts
 
@@ -44,7 +44,7 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
 
 
 def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: str = "iw", n_val: int = 100,
-                         max_fit: int | None = 200, num_landmarks=(10, 20), num_chains: int = 2,
+                         max_fit: int | None = 200, num_landmarks=(10, 20), burn_in: int = 10, num_chains: int = 2,
                          num_warmup: int = 200, num_samples: int = 500, progress_bar: bool = True,
                          **model_kwargs) -> MCMCResult:
     """NUTS over a kernel Bayes filter's hyperparameters with the recommended settings.
@@ -69,11 +69,12 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
         n_val: validation steps (at most T // 2).
         max_fit: fit steps of the model's filters (None: all; see :func:`bayeskern.models.split_for_validation`).
         num_landmarks: Nystrom landmarks (p_x, p_z) of the model's filters, or None for exact filters.
+        burn_in: validation steps the model does not score while its filter forgets the uniform start.
         num_chains: chains (run as :func:`run_nuts` runs them on this machine).
         num_warmup: warm-up iterations per chain.
         num_samples: draws per chain.
         progress_bar: show the sampler's progress.
-        **model_kwargs: further options of :func:`bayeskern.models.kbf_hyper_model` (``tau``, ``burn_in``, ...).
+        **model_kwargs: further options of :func:`bayeskern.models.kbf_hyper_model` (``tau``, ...).
 
     Returns:
         MCMCResult: the draws of ``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s`` and the filtered
@@ -83,17 +84,15 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
         TypeError: for tuned that is not a TuneResult.
         ValueError: for unpaired or non-finite inputs, a series too short for the split, or an unknown method.
     """
-    if method not in ("iw", "original"):
-        raise ValueError(f"method must be 'iw' or 'original', got {method!r}")
+    if method not in HYPER_PRIORS["log_lam"]:
+        raise ValueError(f"method must be one of {tuple(HYPER_PRIORS['log_lam'])}, got {method!r}")
     check_key(key)
-    X, Z = as_points(X, "X"), as_points(Z, "Z")
-    check_same_length(X, Z, "X and Z")
-    split = split_for_validation(X, Z, n_val, num_landmarks=num_landmarks, max_fit=max_fit,
-                                 **({"burn_in": model_kwargs["burn_in"]} if "burn_in" in model_kwargs else {}))
-    init = kbf_init_values(tune_kbf(X, Z, method=method, n_val=n_val) if tuned is None else tuned, Z.shape[1])
+    split = split_for_validation(X, Z, n_val, burn_in=burn_in, num_landmarks=num_landmarks, max_fit=max_fit)
+    init = kbf_init_values(tune_kbf(X, Z, method=method, n_val=n_val) if tuned is None else tuned,
+                           split.Z_fit.shape[1])
     return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
                     num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
-                    progress_bar=progress_bar, method=method, **model_kwargs)
+                    progress_bar=progress_bar, method=method, burn_in=burn_in, **model_kwargs)
 
 
 class PredictiveFiltering(NamedTuple):

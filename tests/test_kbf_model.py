@@ -83,14 +83,15 @@ def test_the_default_call_is_the_documented_split_start_and_sampler(small, monke
     calls = []
     monkeypatch.setattr(kbf_module, "run_nuts", lambda model, *args, **kwargs: calls.append((model, args, kwargs)))
     kbf_module.sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(0), tuned=tuned, n_val=30, max_fit=40,
-                                    num_landmarks=(5, 8), tau=0.5)
+                                    num_landmarks=(5, 8), burn_in=5, tau=0.5)
     (model, (split,), kwargs), = calls
     expected = split_for_validation(seq.X, seq.Z, n_val=30, num_landmarks=(5, 8), max_fit=40)
     assert model is kbf_hyper_model and all(np.array_equal(a, b) for a, b in zip(split, expected))
     init = kbf_init_values(tuned, 2)
     assert all(float(kwargs["init_values"][k]) == float(init[k]) for k in init)
     assert (kwargs["dense_mass"], kwargs["max_tree_depth"], kwargs["num_chains"], kwargs["num_warmup"],
-            kwargs["num_samples"], kwargs["method"], kwargs["tau"]) == (True, 4, 2, 200, 500, "iw", 0.5)
+            kwargs["num_samples"], kwargs["method"], kwargs["burn_in"], kwargs["tau"]) == (
+        True, 4, 2, 200, 500, "iw", 5, 0.5)
 
 
 def test_model_rejects_an_unknown_method_and_temperature(small):

@@ -16,12 +16,14 @@ from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarn
                      _widened_range)
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
-           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID"]
+           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT"]
 
 FORECAST_C_GRID = (0.5, 1.0, 2.0)
 """Bandwidth multipliers (of the median distance of the lag vectors) validated by :func:`tune_forecaster`."""
 FORECAST_LAMBDA_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 """KBR ridges (operator scale) validated by :func:`tune_forecaster`; the largest shrinks towards the prior mean."""
+FORECAST_MAX_FIT = 250
+"""The most (latest) fit steps a forecaster's validation filters, and the Bayesian forecaster's model, are built on."""
 
 
 class ForecastDesign(NamedTuple):
@@ -273,7 +275,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
 
 
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
-                    burn_in: int = 20, max_fit: int = 250, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
+                    burn_in: int = 20, max_fit: int = FORECAST_MAX_FIT, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
                     eta_grid=ETA_GRID, rank="auto") -> ForecastTuning:
     """Choose lags, transform (levels or first differences) and filter hyperparameters on the last validation steps.
 
