@@ -18,8 +18,8 @@ T = 300 and 600 and --seeds seeds: NUTS wall time (compilation included), max sp
 Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 10 20] [--chains 2] [--warmup 300]
      [--samples 300] [--depth 3] [--chain-method sequential] [--compress 40]
      (the CPU setting; --T 500 --n-val 200 suits a GPU)
-     python benchmarks/bench_kbf_nuts.py --default-call [--seeds 0 1] [--default-samples 500]
-         [--cases oscillatory:300:0 ...]
+     python benchmarks/bench_kbf_nuts.py --default-call [--seeds 0 1] [--default-samples 1000]
+         [--cases oscillatory:300:0 ...] [--default-chain-method sequential]
 """
 
 import argparse
@@ -79,10 +79,11 @@ def run(*, T=300, n_val=100, landmarks=(10, 20), compress=0, compress_steps=1000
     return out
 
 
-def default_call(seeds, log=print, num_samples=500, cases=None):
-    """sample_kbf_posterior with its defaults (draws per chain: num_samples) on both dynamics at T = 300 and 600, or
-    on the given (dynamics, T, seed) cases: one line per run."""
-    log(machine_line(f"inference.sample_kbf_posterior, its defaults, num_samples = {num_samples}"))
+def default_call(seeds, log=print, num_samples=1000, cases=None, chain_method=None):
+    """sample_kbf_posterior with its defaults (draws per chain: num_samples; chain_method None: its default) on both
+    dynamics at T = 300 and 600, or on the given (dynamics, T, seed) cases: one line per run."""
+    log(machine_line(f"inference.sample_kbf_posterior, its defaults, num_samples = {num_samples}, chain_method = "
+                     f"{chain_method or 'default'}"))
     log("dynamics     T  seed | tune s | NUTS s | R-hat (hyper) | R-hat (with z_val_hat) | min ESS | "
         "MSE / grid | cover")
     cases = cases or [(setting, T, seed) for setting in ("rotation", "oscillatory") for T in (300, 600)
@@ -93,7 +94,8 @@ def default_call(seeds, log=print, num_samples=500, cases=None):
         tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=100)
         tune_s = time.perf_counter() - start
         mcmc = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(seed + 1), tuned=tuned,
-                                    num_samples=num_samples, progress_bar=False, rhat_max=1.01)
+                                    num_samples=num_samples, chain_method=chain_method, progress_bar=False,
+                                    rhat_max=1.01)
         every = diagnose(mcmc.idata, warn=False)
         pred = posterior_predictive_filter(mcmc.draws(), seq.X, seq.Z, seq.X_test,
                                            key=jax.random.key(seed + 2))
@@ -122,8 +124,10 @@ def main():
     parser.add_argument("--setting", default="rotation", choices=("rotation", "oscillatory"))
     parser.add_argument("--default-call", action="store_true", help="the recommended call on both dynamics")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--default-samples", type=int, default=500, help="--default-call: draws per chain")
+    parser.add_argument("--default-samples", type=int, default=1000, help="--default-call: draws per chain")
     parser.add_argument("--cases", nargs="+", help="--default-call: only these DYNAMICS:T:SEED runs")
+    parser.add_argument("--default-chain-method", choices=("processes", "parallel", "sequential", "vectorized"),
+                        help="--default-call: chain_method of sample_kbf_posterior (default: its own choice)")
     args = parser.parse_args()
     if args.chain_method == "parallel":
         numpyro.set_host_device_count(args.chains)  # one CPU device per chain; before JAX's first computation
@@ -131,7 +135,7 @@ def main():
     if args.default_call:
         cases = [(c.split(":")[0], int(c.split(":")[1]), int(c.split(":")[2])) for c in args.cases or []]
         default_call(args.seeds, log=lambda line: print(line, flush=True), num_samples=args.default_samples,
-                     cases=cases)
+                     cases=cases, chain_method=args.default_chain_method)
         return
     landmarks = tuple(args.landmarks) if len(args.landmarks) > 1 else (args.landmarks[0] or None)
     run(T=args.T, n_val=args.n_val, landmarks=landmarks, compress=args.compress,

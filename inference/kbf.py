@@ -14,6 +14,7 @@ from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
 from bayeskern.models.kbf import HYPER_PRIORS, kbf_hyper_model, split_for_validation
 
+from . import _workers
 from .nuts import MCMCResult, run_nuts
 
 __all__ = ["kbf_init_values", "sample_kbf_posterior", "PredictiveFiltering", "posterior_predictive_filter",
@@ -45,8 +46,8 @@ def kbf_init_values(tuned: TuneResult, dim_z: int) -> dict:
 
 def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: str = "iw", n_val: int = 100,
                          max_fit: int | None = 200, num_landmarks=(10, 20), burn_in: int = 10, num_chains: int = 2,
-                         num_warmup: int = 200, num_samples: int = 500, progress_bar: bool = True,
-                         **model_kwargs) -> MCMCResult:
+                         num_warmup: int = 200, num_samples: int = 1000, chain_method: str | None = None,
+                         progress_bar: bool = True, **model_kwargs) -> MCMCResult:
     """NUTS over a kernel Bayes filter's hyperparameters with the recommended settings.
 
     The recommended call of :func:`bayeskern.models.kbf_hyper_model`: the last ``n_val`` steps validate, the
@@ -70,9 +71,12 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
         max_fit: fit steps of the model's filters (None: all; see :func:`bayeskern.models.split_for_validation`).
         num_landmarks: Nystrom landmarks (p_x, p_z) of the model's filters, or None for exact filters.
         burn_in: validation steps the model does not score while its filter forgets the uniform start.
-        num_chains: chains (run as :func:`run_nuts` runs them on this machine).
+        num_chains: chains.
         num_warmup: warm-up iterations per chain.
         num_samples: draws per chain.
+        chain_method: how the chains share the machine (:func:`run_nuts`). None: ``"processes"`` on a CPU with two
+            or more usable cores (each chain on a core of its own), ``"sequential"`` on one core, and
+            :func:`run_nuts`'s default on an accelerator.
         progress_bar: show the sampler's progress.
         **model_kwargs: further options of :func:`bayeskern.models.kbf_hyper_model` (``tau``, ...).
 
@@ -92,7 +96,22 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
                            split.Z_fit.shape[1])
     return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
                     num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
+                    chain_method=chain_method_for_filters(num_chains) if chain_method is None else chain_method,
                     progress_bar=progress_bar, method=method, burn_in=burn_in, **model_kwargs)
+
+
+def chain_method_for_filters(num_chains: int) -> str | None:
+    """How NUTS chains over the filter model share this machine: ``"processes"`` on a CPU with two or more usable
+    cores, else ``"sequential"`` on a CPU and None (:func:`run_nuts`'s default) on an accelerator.
+
+    A gradient of the filter model is a scan of many small operations: one JAX process runs two chains no faster
+    than one (its threads contend: ``"parallel"`` took 90 s where ``"sequential"`` took 62 s for 2 x (200 + 500)
+    draws at T = 300), while a process pinned to each core runs each chain at full speed (39 s, the same draws;
+    ``benchmarks/RESULTS.md``).
+    """
+    if jax.default_backend() != "cpu":
+        return None
+    return "processes" if num_chains >= 2 and len(_workers.usable_cores()) >= 2 else "sequential"
 
 
 class PredictiveFiltering(NamedTuple):

@@ -21,13 +21,14 @@ from bayeskern._interrupt import Interrupted
 from bayeskern._validation import check_count, check_key
 from bayeskern.fitted import fitted, static
 
+from . import _workers
 from ._arviz import az
 from .diagnostics import Diagnostics, diagnose
 
 __all__ = ["MCMCResult", "run_nuts"]
 
 _BACKENDS = ("numpyro", "blackjax")
-_CHAIN_METHODS = ("vectorized", "sequential", "parallel")
+_CHAIN_METHODS = ("vectorized", "sequential", "parallel", "processes")
 _CHUNK = 100
 # arviz dimension names of the vector sites of bayeskern's models (other sites get arviz's default names)
 _SITE_DIMS = {"lengthscale": ("input_dim",), "log_lengthscale": ("input_dim",),
@@ -134,7 +135,14 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
             there are CPU cores, each on its own thread (on several devices, chain c on device c mod count).
             ``"vectorized"``: the chains advance in lockstep under ``vmap`` in one program: each transition waits for
             the longest trajectory of any chain, but one kernel launch serves all chains (best on a GPU).
-            ``"sequential"``: one chain after another. Data spread over processes always run vectorised.
+            ``"sequential"``: one chain after another. ``"processes"`` (NumPyro backend, CPU): the chains run in
+            worker processes, one per CPU core this process may use (more chains than cores: several chains per
+            worker, one after another), each worker pinned to its core. On small models, whose gradient is many
+            small operations, one JAX process does not run two chains faster than one (its threads contend), while
+            pinned processes each run at full speed; the draws are those of ``"sequential"`` with the same key.
+            The model and its arguments are pickled to the workers (a model defined in an importable module) and
+            a worker takes a few seconds to start (importing JAX, compiling). Data spread over processes always
+            run vectorised.
         dense_mass: adapt a dense mass matrix (the posterior covariance) instead of a diagonal one: fewer leapfrog
             steps for correlated parameters, worth it when there are few of them (a few tens at most).
         **model_kwargs: keyword arguments of the model.
@@ -178,28 +186,32 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
         raise TypeError(f"dense_mass must be True or False, got {dense_mass!r}")
     if chain_method is not None and chain_method not in _CHAIN_METHODS:
         raise ValueError(f"chain_method must be one of {_CHAIN_METHODS}, got {chain_method!r}")
-    if init_values is None:
-        init = init_to_uniform(radius=2.0)
-    else:   # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
-        init = init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
     spread = _any_spread((model_args, model_kwargs))
     if backend == "blackjax" and spread:
         raise ValueError("backend='blackjax' needs the data on one process; with rows spread over processes "
                          "(RowShards) use backend='numpyro'")
+    if chain_method == "processes":
+        _check_processes(backend, spread)
     if chain_method is None:
         chain_method = "parallel" if jax.default_backend() == "cpu" else "vectorized"
     start = time.perf_counter()
-    run = _run_numpyro if backend == "numpyro" else _run_blackjax
-    samples, stats, timings, finished = run(model, model_args, model_kwargs, key, init, num_chains, num_warmup,
-                                            num_samples, target_accept, max_tree_depth, progress_bar,
-                                            "vectorized" if spread else chain_method, dense_mass)
+    options = (num_chains, num_warmup, num_samples, target_accept, max_tree_depth)
+    if chain_method == "processes":   # the workers also evaluate the pointwise log likelihood of their draws
+        samples, stats, timings, finished, observations = _run_in_processes(
+            model, model_args, model_kwargs, key, init_values, options, dense_mass, progress_bar)
+    else:
+        run = _run_numpyro if backend == "numpyro" else _run_blackjax
+        samples, stats, timings, finished = run(model, model_args, model_kwargs, key, _init_strategy(init_values),
+                                                *options, progress_bar, "vectorized" if spread else chain_method,
+                                                dense_mass)
+        observations = None
     if samples is None:
         raise Interrupted(None, "NUTS was interrupted during warm-up: no draws yet")
     sampled = [name for name in samples if name not in _deterministic_sites(model, model_args, model_kwargs, key)]
     samples = {k: np.asarray(v) for k, v in samples.items()}  # waits for the device (dispatch is asynchronous)
     stats = {k: np.asarray(v) for k, v in stats.items()}
+    observed, loglik = observations or _observations(model, model_args, model_kwargs, samples, key)
     timings["total"] = time.perf_counter() - start
-    observed, loglik = _observations(model, model_args, model_kwargs, samples, key)
     diagnostics = diagnose(az.from_dict(posterior={k: samples[k] for k in sampled}, sample_stats=stats),
                            rhat_max=rhat_max, min_ess=min_ess)
     result = MCMCResult(samples, stats, observed, _constant_data(model, model_args, model_kwargs), loglik,
@@ -232,6 +244,14 @@ def _compiler_options(backend: str):
 def _jit(fn):
     """``jax.jit(fn)`` with the sampler's compiler options for the default backend."""
     return jax.jit(fn, compiler_options=_compiler_options(jax.default_backend()))
+
+
+def _init_strategy(init_values):
+    """Every chain at ``init_values`` (constrained site values), or uniform in (-2, 2) on the unconstrained scale."""
+    if init_values is None:
+        return init_to_uniform(radius=2.0)
+    # strongly typed arrays: a weakly typed start (a Python float) would make the sampler compile twice
+    return init_to_value(values={k: jnp.asarray(np.asarray(v)) for k, v in init_values.items()})
 
 
 def _constant_data(model, args, kwargs) -> dict:
@@ -304,10 +324,10 @@ def _data_arguments(args, kwargs, spread: bool):
     return [leaves[i] for i in dynamic], rebuild
 
 
-def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
-                 chain_method, dense_mass):
+def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress,
+                 chain_method, dense_mass, only=None, stop=None):
     """NumPyro's NUTS kernel (``numpyro.infer.hmc``: Stan-style warm-up of step size and mass matrix), driven in
-    compiled chunks of transitions by :func:`_drive`."""
+    compiled chunks of transitions by :func:`_drive` (``only``, ``stop``: see there)."""
     data, rebuild = _data_arguments(args, kwargs, _any_spread((args, kwargs)))
     made = {}
 
@@ -340,8 +360,8 @@ def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_a
 
         return jax.lax.scan(one, state, jnp.arange(_CHUNK))
 
-    z, stats, timings, finished = _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_method,
-                                         "NUTS")
+    z, stats, timings, finished = _drive(advance, start, data, chains, warmup, draws, progress, chain_method,
+                                         "NUTS", only, stop)
     if z is None:
         return None, None, timings, finished
     stats["tree_depth"] = _tree_depth(stats["n_steps"])
@@ -368,7 +388,7 @@ def _groups(states, chains: int, chain_method: str) -> list:
     return [jax.tree.map(lambda a, c=c: a[c], states) for c in range(chains)]
 
 
-def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_method, name):
+def _drive(advance, start, data, chains, warmup, draws, progress, chain_method, name, only=None, stop=None):
     """``warmup`` then ``draws`` transitions of every chain, in chunks of ``advance(state, data, steps) -> (state,
     trace)`` (a compiled scan of ``_CHUNK`` transitions of which the first ``steps`` are taken: one compilation).
 
@@ -381,12 +401,19 @@ def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_meth
     phases are timed separately (all chains finish warm-up before sampling starts). A Ctrl-C, also while compiling,
     stops every chain at its next chunk boundary.
 
+    ``progress``: show a progress bar (bool), or a function called with the transitions of each chunk. ``only``:
+    run only these chains (a worker process's share of ``"processes"``); ``stop``: an event that stops every chain
+    at its next chunk when set (a worker's, set by the parent process; default: one of this call's own).
+
     Returns (z, stats) of the kept draws with axes (chains, draws, ...), cut to the number of draws every chain
     completed (None when interrupted before any), the timings {"warmup", "sampling"} and whether it finished.
     """
-    kept, stop, timings, pool, finished = [], threading.Event(), {}, None, False
+    kept, timings, pool, finished = [], {}, None, False
+    stop = threading.Event() if stop is None else stop
     try:
         step, groups, width, made_seconds = _programs(advance, start, data, chains, chain_method)
+        if only is not None:
+            groups = [groups[c] for c in only]
         kept.extend([] for _ in groups)
 
         def run(g, total, keep, bar):
@@ -401,7 +428,9 @@ def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_meth
                 bar.update(steps * width)
 
         pool = ThreadPoolExecutor(max(1, min(len(groups), os.cpu_count() or 1)) if chain_method == "parallel" else 1)
-        with tqdm(total=chains * (warmup + draws), desc=name, disable=not progress_bar, leave=False) as bar:
+        bar = _Report(progress) if callable(progress) else tqdm(total=len(groups) * width * (warmup + draws),
+                                                                 desc=name, disable=not progress, leave=False)
+        with bar:
             for phase, total in (("warmup", warmup), ("sampling", draws)):
                 bar.set_description(f"{name} {phase}")
                 began = time.perf_counter()
@@ -421,6 +450,75 @@ def _drive(advance, start, data, chains, warmup, draws, progress_bar, chain_meth
         if pool is not None:
             pool.shutdown(wait=True)   # a running chunk completes (at most _CHUNK transitions per chain)
     return *_cut(kept), timings, finished
+
+
+class _Report:
+    """A stand-in for a progress bar that hands each update to ``report(transitions)``."""
+
+    def __init__(self, report):
+        self.update = report
+
+    def set_description(self, description):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _check_processes(backend: str, spread: bool):
+    """``chain_method="processes"`` runs NumPyro's sampler on CPU cores, with the data on this process."""
+    if backend != "numpyro":
+        raise ValueError("chain_method='processes' runs NumPyro's sampler; with backend='blackjax' (whose warm-up "
+                         "runs every chain in one program) use another chain_method")
+    if spread:
+        raise ValueError("chain_method='processes' needs the data on this process; with rows spread over "
+                         "processes (RowShards) leave chain_method at its default")
+    if jax.default_backend() != "cpu":
+        raise ValueError(f"chain_method='processes' runs the chains on CPU cores; on {jax.default_backend()!r} use "
+                         "'vectorized' (the default there)")
+
+
+def _run_in_processes(model, args, kwargs, key, init_values, options, dense_mass, progress_bar):
+    """NumPyro NUTS with the chains spread over worker processes (:mod:`._workers`), worker w on the w-th usable core
+    running chains w, w + W, ... one after another (W workers), each chain with the key and start it has under
+    ``"sequential"``. A Ctrl-C here stops every worker at its next chunk; the draws so far come back. Returns what
+    :func:`_run_numpyro` returns (the chains in order, the phase timings of the slowest worker) and what
+    :func:`_observations` returns for the draws (None without draws)."""
+    chains = options[0]
+    cores = _workers.usable_cores()
+    shares = [tuple(range(w, chains, min(chains, len(cores)))) for w in range(min(chains, len(cores)))]
+    if getattr(model, "__module__", None) == "__main__":
+        raise TypeError("chain_method='processes' imports the model in its worker processes: define it in an "
+                        "importable module, not in the script or notebook that runs")
+    with tqdm(total=chains * (options[1] + options[2]), desc="NUTS", disable=not progress_bar, leave=False) as bar:
+        parts, interrupted = _workers.run_pinned(
+            _chain_worker, [(model, args, kwargs, key, init_values, options, dense_mass, share) for share in shares],
+            cores, bar.update)
+    timings = {phase: max(part[2].get(phase, 0.0) for part in parts) for phase in ("warmup", "sampling")}
+    finished = not interrupted and all(part[3] for part in parts)
+    if any(part[0] is None for part in parts):
+        return None, None, timings, finished, None
+    order = np.argsort([c for share in shares for c in share])   # the chains back in order 0..chains-1
+    count = min(part[1]["lp"].shape[1] for part in parts)
+
+    def joined(i):
+        return {k: np.concatenate([part[i][k][:, :count] for part in parts])[order] for k in parts[0][i]}
+
+    return joined(0), joined(1), timings, finished, (parts[0][4], joined(5))
+
+
+def _chain_worker(job, report, stop):
+    """A worker's share of ``"processes"``: its chains of the NumPyro sampler, one after another, and the pointwise
+    log likelihood of their draws. Returns (samples, stats, timings, finished, observed, loglik)."""
+    model, args, kwargs, key, init_values, options, dense_mass, share = job
+    samples, stats, timings, finished = _run_numpyro(model, args, kwargs, key, _init_strategy(init_values),
+                                                     *options, report, "sequential", dense_mass, share, stop)
+    if samples is None:
+        return samples, stats, timings, finished, None, None
+    return samples, stats, timings, finished, *_observations(model, args, kwargs, samples, key)
 
 
 def _programs(advance, start, data, chains, chain_method):
@@ -480,7 +578,7 @@ def _tree_depth(num_steps):
     return np.floor(np.log2(np.maximum(np.asarray(num_steps), 1))).astype(np.int64) + 1
 
 
-def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress_bar,
+def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress,
                   chain_method, dense_mass):
     """``blackjax.window_adaptation`` (one compiled warm-up per chain, vectorised) and ``blackjax.nuts`` on NumPyro's
     unconstrained log density, sampled in chunks by :func:`_drive`."""
@@ -527,7 +625,7 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
         return (state, parameters, key), trace
 
     z, stats, timings, finished = _drive(advance, (warm_up.lower(keys[0], z0), (keys[0], z0)), None, chains, 0,
-                                         draws, progress_bar, chain_method, "NUTS (blackjax)")
+                                         draws, progress, chain_method, "NUTS (blackjax)")
     if z is None:
         return None, None, timings, finished
     return _constrained(lambda f, _: jax.lax.map(postprocess_fn, f), z, None), stats, timings, finished

@@ -1,5 +1,7 @@
 """The NumPyro BKE model, NUTS through NumPyro and BlackJAX, arviz output and diagnostics."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -239,6 +241,49 @@ def test_chain_methods_run_the_same_chains_and_time_the_phases():
     assert no_warmup.samples["mu"].shape == (2, 5) and no_warmup.timings["warmup"] < no_warmup.timings["total"]
 
 
+def _failing_model(y):
+    raise ValueError("the model refuses these data")
+
+
+def test_processes_run_the_sequential_chains_in_pinned_workers(monkeypatch):
+    """chain_method="processes": two worker processes (both on this test's core), three chains shared (0, 2) and
+    (1,): the draws and statistics of the sequential run with the same key, in chain order; the float64 setting
+    travels to the workers; a worker's error surfaces as it was raised (one worker, on one core)."""
+    import bayeskern.inference._workers as workers
+
+    core = workers.usable_cores()[0]
+    monkeypatch.setattr(workers, "usable_cores", lambda: [core, core])
+    y = np.random.default_rng(3).normal(1.0, 1.0, 30)
+    runs = {method: run_nuts(_normal_model, y, key=jax.random.key(4), num_chains=3, num_warmup=60, num_samples=130,
+                             chain_method=method, progress_bar=False, rhat_max=np.inf, min_ess=1)
+            for method in ("processes", "sequential")}
+    assert runs["processes"].samples["mu"].dtype == np.float64 and runs["processes"].samples["mu"].shape == (3, 130)
+    np.testing.assert_array_equal(runs["processes"].samples["mu"], runs["sequential"].samples["mu"])
+    for name, value in runs["sequential"].sample_stats.items():
+        np.testing.assert_array_equal(runs["processes"].sample_stats[name], value)
+    np.testing.assert_array_equal(runs["processes"].log_likelihood["y"], runs["sequential"].log_likelihood["y"])
+    t = runs["processes"].timings
+    assert 0 < t["warmup"] and 0 < t["sampling"] and t["warmup"] + t["sampling"] <= t["total"]
+    monkeypatch.setattr(workers, "usable_cores", lambda: [core])
+    with pytest.raises(ValueError, match="the model refuses these data"):
+        run_nuts(_failing_model, y, key=jax.random.key(4), num_chains=2, chain_method="processes",
+                 progress_bar=False)
+
+
+def test_processes_refuse_what_workers_cannot_run():
+    y = np.zeros(5)
+    with pytest.raises(ValueError, match="chain_method='processes' runs NumPyro's sampler"):
+        run_nuts(_normal_model, y, key=jax.random.key(0), backend="blackjax", chain_method="processes")
+    local = dict(globals())
+    exec("def model(y):\n    pass", local)   # a function of __main__, as in a script or a notebook
+    local["model"].__module__ = "__main__"
+    with pytest.raises(TypeError, match="define it in an importable module"):
+        run_nuts(local["model"], y, key=jax.random.key(0), chain_method="processes", progress_bar=False)
+    with pytest.raises(TypeError, match="pickles"):
+        run_nuts(_normal_model, y, key=jax.random.key(0), chain_method="processes", progress_bar=False,
+                 unpicklable=lambda: None)
+
+
 def test_parallel_chains_share_one_compilation_of_each_program(caplog):
     """The chunk program is compiled once before the chain threads start (threads calling a jitted function for the
     first time together would each compile it), and the initial states come from one program, split inside it."""
@@ -296,6 +341,7 @@ for warmup, samples, limit in ((10**6, 10, 300), (20, 10**6, 3000)):
         p = e.partial
         print("partial", None if p is None else (p.samples["mu"].shape, p.sample_stats["lp"].shape,
                                                    bool(np.isfinite(p.samples["mu"]).all())), str(e))
+
 """
 
 
@@ -312,6 +358,54 @@ def test_ctrl_c_stops_nuts_and_keeps_the_draws_so_far():
     shape = eval(second.split(" ", 1)[1].rsplit(") NUTS", 1)[0] + ")")[0]
     assert shape[0] == 2 and 100 <= shape[1] < 10**6 and shape[1] % 100 == 0, second
     assert "True" in second and "the draws so far are in .partial" in second
+
+
+_INTERRUPTED_PROCESSES = """
+import os, signal, threading, jax, numpy as np, bayeskern as bk
+from bayeskern.inference import run_nuts
+bk.enable_x64()
+signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started from a job that ignores SIGINT
+calls, fired = [0], threading.Event()
+y = np.random.default_rng(0).normal(size=20)
+# two workers (on this process's first core); Ctrl-C here once 1240 transitions are done
+import bayeskern.inference.nuts as nuts, bayeskern.inference._workers as workers
+from test_bke_nuts import _normal_model   # importable by the workers (this script's functions are not)
+core = workers.usable_cores()[0]
+workers.usable_cores = lambda: [core, core]
+
+class Bar(nuts.tqdm):   # the progress the workers report (a disabled bar counts nothing itself)
+    def update(self, n=1):
+        calls[0] += n
+        if calls[0] >= 1240 and not fired.is_set():
+            fired.set()
+            os.kill(os.getpid(), signal.SIGINT)
+
+nuts.tqdm = Bar
+try:
+    run_nuts(_normal_model, y, key=jax.random.key(1), num_chains=2, num_warmup=20, num_samples=10**6,
+             max_tree_depth=3, chain_method="processes", progress_bar=False)
+    print("finished")
+except bk.Interrupted as e:
+    p = e.partial
+    print("processes", None if p is None else p.samples["mu"].shape, str(e))
+"""
+
+
+@pytest.mark.slow  # suite time: two worker processes start and compile on one core (about 20 s)
+def test_ctrl_c_stops_the_worker_processes_and_keeps_their_draws():
+    """chain_method="processes": a SIGINT in the parent stops the workers at their next chunk; they send what they
+    have, both chains cut to the whole chunks they share."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _INTERRUPTED_PROCESSES], capture_output=True, text=True,
+                          timeout=300, env={**os.environ,
+                                            "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = proc.stdout.strip()
+    shape = eval(line.split(" ", 1)[1].split(") NUTS", 1)[0] + ")")
+    assert shape[0] == 2 and 100 <= shape[1] < 10**6 and shape[1] % 100 == 0, line
+    assert "the draws so far are in .partial" in line
 
 
 def test_an_error_in_one_chain_stops_the_others(monkeypatch):

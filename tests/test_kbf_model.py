@@ -91,7 +91,21 @@ def test_the_default_call_is_the_documented_split_start_and_sampler(small, monke
     assert all(float(kwargs["init_values"][k]) == float(init[k]) for k in init)
     assert (kwargs["dense_mass"], kwargs["max_tree_depth"], kwargs["num_chains"], kwargs["num_warmup"],
             kwargs["num_samples"], kwargs["method"], kwargs["burn_in"], kwargs["tau"]) == (
-        True, 4, 2, 200, 500, "iw", 5, 0.5)
+        True, 4, 2, 200, 1000, "iw", 5, 0.5)
+    assert kwargs["chain_method"] == kbf_module.chain_method_for_filters(2)
+
+
+def test_filter_chains_run_in_a_process_per_core_where_there_are_two(monkeypatch):
+    """Two or more chains on two or more usable CPU cores: one pinned process per core; one core or one chain:
+    one after another in this process."""
+    import bayeskern.inference._workers as workers
+    from bayeskern.inference.kbf import chain_method_for_filters
+
+    monkeypatch.setattr(workers, "usable_cores", lambda: [0, 1])
+    assert (chain_method_for_filters(2), chain_method_for_filters(4), chain_method_for_filters(1)) == (
+        "processes", "processes", "sequential")
+    monkeypatch.setattr(workers, "usable_cores", lambda: [3])
+    assert chain_method_for_filters(2) == "sequential"
 
 
 def test_model_rejects_an_unknown_method_and_temperature(small):
