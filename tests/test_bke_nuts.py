@@ -245,6 +245,21 @@ def _failing_model(y):
     raise ValueError("the model refuses these data")
 
 
+def test_a_process_worker_runs_the_sequential_chains(monkeypatch):
+    """chain_method="processes" with one worker (one usable core): both chains in it, the draws of "sequential"."""
+    import bayeskern.inference._workers as workers
+
+    core = workers.usable_cores()[0]
+    monkeypatch.setattr(workers, "usable_cores", lambda: [core])
+    y = np.random.default_rng(3).normal(1.0, 1.0, 30)
+    runs = [run_nuts(_normal_model, y, key=jax.random.key(4), num_chains=2, num_warmup=30, num_samples=40,
+                     chain_method=method, progress_bar=False, rhat_max=np.inf, min_ess=1)
+            for method in ("processes", "sequential")]
+    np.testing.assert_array_equal(runs[0].samples["mu"], runs[1].samples["mu"])
+    np.testing.assert_array_equal(runs[0].log_likelihood["y"], runs[1].log_likelihood["y"])
+
+
+@pytest.mark.slow  # suite time: three worker processes start and compile on one core (about 25 s)
 def test_processes_run_the_sequential_chains_in_pinned_workers(monkeypatch):
     """chain_method="processes": two worker processes (both on this test's core), three chains shared (0, 2) and
     (1,): the draws and statistics of the sequential run with the same key, in chain order; the float64 setting
