@@ -16,7 +16,7 @@ from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTu
 from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
 from .diagnostics import Diagnostics
-from .kbf import chain_method_for_filters, posterior_predictive_filter
+from .kbf import _chain_method_for_filters, posterior_predictive_filter
 from .nuts import run_nuts
 
 __all__ = ["Forecast", "forecast_series"]
@@ -141,7 +141,8 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
             "log_s": 0.5 * jnp.log(b.mse)}
     run = run_nuts(kbf_hyper_model, split, key=keys[0], num_chains=num_chains, num_warmup=num_warmup,
                    num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
-                   chain_method=chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05, min_ess=1)
+                   chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05,
+                   min_ess=1)
     draws = run.draws()
     val_means = np.asarray(draws["z_val_hat"])[..., :d]  # (S, V, d) residual forecasts of the validation steps
     noise = np.exp(2 * np.asarray(draws["log_s"]))[:, None, None]

@@ -96,11 +96,11 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
                            split.Z_fit.shape[1])
     return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
                     num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
-                    chain_method=chain_method_for_filters(num_chains) if chain_method is None else chain_method,
+                    chain_method=_chain_method_for_filters(num_chains) if chain_method is None else chain_method,
                     progress_bar=progress_bar, method=method, burn_in=burn_in, **model_kwargs)
 
 
-def chain_method_for_filters(num_chains: int) -> str | None:
+def _chain_method_for_filters(num_chains: int) -> str | None:
     """How NUTS chains over the filter model share this machine: ``"processes"`` on a CPU with two or more usable
     cores, else ``"sequential"`` on a CPU and None (:func:`run_nuts`'s default) on an accelerator.
 

@@ -289,11 +289,12 @@ def test_processes_refuse_what_workers_cannot_run():
     y = np.zeros(5)
     with pytest.raises(ValueError, match="chain_method='processes' runs NumPyro's sampler"):
         run_nuts(_normal_model, y, key=jax.random.key(0), backend="blackjax", chain_method="processes")
-    local = dict(globals())
-    exec("def model(y):\n    pass", local)   # a function of __main__, as in a script or a notebook
-    local["model"].__module__ = "__main__"
+    def model(y):
+        pass
+
+    model.__module__ = "__main__"   # as a function of a script or a notebook
     with pytest.raises(TypeError, match="define it in an importable module"):
-        run_nuts(local["model"], y, key=jax.random.key(0), chain_method="processes", progress_bar=False)
+        run_nuts(model, y, key=jax.random.key(0), chain_method="processes", progress_bar=False)
     with pytest.raises(TypeError, match="pickles"):
         run_nuts(_normal_model, y, key=jax.random.key(0), chain_method="processes", progress_bar=False,
                  unpicklable=lambda: None)

@@ -15,7 +15,7 @@ from numpyro.infer.util import initialize_model, potential_energy
 import bayeskern as bk
 from bayeskern import kbr
 from bayeskern.kernels import RBF
-from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter, run_nuts
+from bayeskern.inference import band_coverage, kbf_init_values, posterior_predictive_filter
 from bayeskern.inference._arviz import az
 from bayeskern.models import compress_split, kbf_hyper_model, split_for_validation
 
@@ -92,20 +92,20 @@ def test_the_default_call_is_the_documented_split_start_and_sampler(small, monke
     assert (kwargs["dense_mass"], kwargs["max_tree_depth"], kwargs["num_chains"], kwargs["num_warmup"],
             kwargs["num_samples"], kwargs["method"], kwargs["burn_in"], kwargs["tau"]) == (
         True, 4, 2, 200, 1000, "iw", 5, 0.5)
-    assert kwargs["chain_method"] == kbf_module.chain_method_for_filters(2)
+    assert kwargs["chain_method"] == kbf_module._chain_method_for_filters(2)
 
 
 def test_filter_chains_run_in_a_process_per_core_where_there_are_two(monkeypatch):
     """Two or more chains on two or more usable CPU cores: one pinned process per core; one core or one chain:
     one after another in this process."""
     import bayeskern.inference._workers as workers
-    from bayeskern.inference.kbf import chain_method_for_filters
+    from bayeskern.inference.kbf import _chain_method_for_filters
 
     monkeypatch.setattr(workers, "usable_cores", lambda: [0, 1])
-    assert (chain_method_for_filters(2), chain_method_for_filters(4), chain_method_for_filters(1)) == (
+    assert (_chain_method_for_filters(2), _chain_method_for_filters(4), _chain_method_for_filters(1)) == (
         "processes", "processes", "sequential")
     monkeypatch.setattr(workers, "usable_cores", lambda: [3])
-    assert chain_method_for_filters(2) == "sequential"
+    assert _chain_method_for_filters(2) == "sequential"
 
 
 def test_model_rejects_an_unknown_method_and_temperature(small):
