@@ -3,7 +3,7 @@
 A worker starts a fresh interpreter whose first statement pins it to its core, before JAX is imported: JAX sizes
 its thread pool from the cores it may use at import, and a process pinned afterwards hands work between threads
 that share one core (measured 25x slower). The parent writes two length-prefixed pickles to the worker's stdin,
-(sys.path, its JAX settings that change results or compilation, target) and the job, then one byte to stop it;
+(sys.path, its JAX settings that change results or compilation) and (target, job), then one byte to stop it;
 the worker sends ("progress", n), ("done", result) or ("error", exception) as pickles on its original stdout
 (what it prints goes to stderr).
 """
@@ -53,18 +53,18 @@ def run_pinned(target, jobs, cores, progress):
         TypeError: for a job that does not pickle.
         RuntimeError: when a worker ends without returning; a target's exception is raised as it was.
     """
-    header = pickle.dumps((list(sys.path), _settings(), target))
-    try:
-        payloads = [pickle.dumps(job) for job in jobs]
+    header = pickle.dumps((list(sys.path), _settings()))
+    try:   # unpickled once the worker has the parent's sys.path (the target's module may live only there)
+        payloads = [pickle.dumps((target, job)) for job in jobs]
     except Exception as e:   # pickle raises several types (PicklingError, AttributeError, TypeError)
         raise TypeError(f"the worker processes need the model and its arguments as pickles: {e}") from e
     messages, workers, results, interrupted = queue.Queue(), [], {}, False
     try:
-        for i, payload in enumerate(payloads):
-            worker = subprocess.Popen([sys.executable, "-c", _BOOT.format(core=cores[i])], stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE)
-            workers.append(worker)
-            threading.Thread(target=_read, args=(i, worker.stdout, messages), daemon=True).start()
+        for i in range(len(payloads)):   # all start at once: a write below waits for its worker's boot (seconds)
+            workers.append(subprocess.Popen([sys.executable, "-c", _BOOT.format(core=cores[i])],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+            threading.Thread(target=_read, args=(i, workers[i].stdout, messages), daemon=True).start()
+        for worker, payload in zip(workers, payloads):
             worker.stdin.write(_frame(header) + _frame(payload))
             worker.stdin.flush()
         try:
@@ -154,13 +154,13 @@ def serve():
             out.flush()
 
     try:
-        path, settings, target = pickle.loads(_read_frame(0))
+        path, settings = pickle.loads(_read_frame(0))
         sys.path[:] = path
         import jax
         jax.config.update("jax_platforms", "cpu")
         for name, value in settings.items():   # float64 before the job's arrays are unpickled
             jax.config.update(name, value)
-        job = pickle.loads(_read_frame(0))
+        target, job = pickle.loads(_read_frame(0))
         threading.Thread(target=lambda: (os.read(0, 1), stop.set()), daemon=True).start()   # a byte or EOF
         send(("done", target(job, lambda n: send(("progress", n)), stop)))
     except BaseException as e:

@@ -1,6 +1,7 @@
 """The NumPyro BKE model, NUTS through NumPyro and BlackJAX, arviz output and diagnostics."""
 
 import os
+import time
 
 import jax
 import jax.numpy as jnp
@@ -257,6 +258,22 @@ def test_a_process_worker_runs_the_sequential_chains(monkeypatch):
             for method in ("processes", "sequential")]
     np.testing.assert_array_equal(runs[0].samples["mu"], runs[1].samples["mu"])
     np.testing.assert_array_equal(runs[0].log_likelihood["y"], runs[1].log_likelihood["y"])
+
+
+def _start_time(job, report, stop):
+    return time.time()
+
+
+def test_worker_processes_boot_at_once():
+    """Both workers start before either is sent its job (writing a job larger than a pipe's buffer, as a model's data
+    are, waits for the worker's boot): on one core they begin their jobs within a fraction of a boot of each other;
+    started one after another, the second would begin a whole boot (importing JAX) after the first."""
+    import bayeskern.inference._workers as workers
+
+    core = workers.usable_cores()[0]
+    began = time.time()
+    starts, interrupted = workers.run_pinned(_start_time, [bytes(2**20)] * 2, [core, core], lambda n: None)
+    assert not interrupted and abs(starts[1] - starts[0]) < 0.3 * (min(starts) - began)
 
 
 @pytest.mark.slow  # suite time: three worker processes start and compile on one core (about 25 s)

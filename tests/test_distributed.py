@@ -58,8 +58,6 @@ WORKER = textwrap.dedent("""
     Rs = load_rows(data, start=10)  # the rows of X_rest, read from the file: each process reads its half
     assert np.array_equal(local_rows(Rs), X_rest[[0, 145, 291][pid]:[0, 145, 291][pid + 1]])
     f = jax.value_and_grad(lambda ell, A: log_pseudolikelihood(A, Z, bk.RBF(ell), 1.0))
-    model = fit_jdl(Ws, Xs, bk.RBF(0.5), bk.RBF(0.5), 1e-4, constraint="data_box")  # masked column extremes too
-    assert sum(s.data.shape[0] for s in model.basis_x.A.addressable_shards) == 181  # the factor stays split
     x, y, xs, ys = X[:, :1], W, Xs[:, :1], Ws  # compression of the (x, w) pairs: a column of the sharded X
     assert np.array_equal(local_rows(xs), X[cut_x[0]:cut_x[1], :1]) and not xs.values.is_fully_addressable
     assert np.array_equal(local_rows(Xs[:, 1]), X[cut_x[0]:cut_x[1], 1])  # an integer index drops the axis
@@ -70,12 +68,14 @@ WORKER = textwrap.dedent("""
             return {"mmd": bk.mmd2_unbiased(X, Y, k, block_size=64),
                     "hsic": bk.hsic_unbiased(X, W, k, bk.RBF(0.5), block_size=64),
                     "kernel_sum": bk.kernels.kernel_sum(k, X, Y),
-                    "bke": f(0.7, R),
-                    "jdl": (model if X is Xs else fit_jdl(W, X, bk.RBF(0.5), bk.RBF(0.5), 1e-4,
-                                                          constraint="data_box")).conditional_expectation(q).mean,
-                    "jkh": compression.jkh(x, y, 4, key=jax.random.key(2), lam_c=1e-2, candidates=60,
-                                           progress_bar=False).indices}
-        return {"ackip": compression.ackip(x, y, 5, key=jax.random.key(1), lam_c=1e-2, num_steps=20, n_init=2,
+                    "bke": f(0.7, R)}
+        model = fit_jdl(W, X, bk.RBF(0.5), bk.RBF(0.5), 1e-4, constraint="data_box")  # masked column extremes too
+        if X is Xs:
+            assert sum(s.data.shape[0] for s in model.basis_x.A.addressable_shards) == 181  # the factor stays split
+        return {"jdl": model.conditional_expectation(q).mean,
+                "jkh": compression.jkh(x, y, 4, key=jax.random.key(2), lam_c=1e-2, candidates=60,
+                                       progress_bar=False).indices,
+                "ackip": compression.ackip(x, y, 5, key=jax.random.key(1), lam_c=1e-2, num_steps=20, n_init=2,
                                            progress_bar=False).x,
                 "nuts": run_nuts(bke_model, R, Z, key=jax.random.key(3), num_chains=1, num_warmup=15, num_samples=15,
                                  progress_bar=False, rhat_max=10.0, min_ess=1).samples["lengthscale"]}
@@ -124,13 +124,13 @@ def _two_processes(tmp_path, part):
 
 
 def test_two_processes_reproduce_the_single_process_statistics(tmp_path):
-    """MMD, HSIC, kernel sums, the BKE pseudolikelihood and its gradient, a JDL fit and kernel herding."""
+    """MMD, HSIC, kernel sums, the BKE pseudolikelihood and its gradient."""
     _two_processes(tmp_path, "statistics")
 
 
-@pytest.mark.slow  # suite time: ACKIP on sharded rows is checked on several devices of one process, and what NUTS
-def test_two_processes_reproduce_the_single_process_solvers(tmp_path):   # adds to the sharded BKE gradient is not sharded
-    """ACKIP and NUTS on rows split over two processes."""
+@pytest.mark.slow  # suite time: the solvers on sharded rows are checked on several devices of one process, and
+def test_two_processes_reproduce_the_single_process_solvers(tmp_path):  # NUTS adds nothing sharded to the BKE gradient
+    """A JDL fit, kernel herding, ACKIP and NUTS on rows split over two processes."""
     _two_processes(tmp_path, "solvers")
 
 
