@@ -60,7 +60,8 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never
     chosen). With ``bayesian=True`` NUTS samples the filter's hyperparameters
     (:func:`bayeskern.models.kbf_hyper_model`, started at the validated choice) and the forecast averages one
-    filter per draw; the spread of the draws plus each draw's noise scale gives each step its scale.
+    filter per draw, each built on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps (the window of the
+    model's filters); the spread of the draws plus each draw's noise scale gives each step its scale.
     The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen set
     its half-width, adapted after every step (:func:`bayeskern.kbr.conformal_band`).
 
@@ -151,8 +152,9 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
 
     X, R, ar, base, offset = _residual_pairs(s, b.design, T - offset)
     n_fit = T - offset
-    burn = min(20, n_fit)
-    pred = posterior_predictive_filter(draws, X[:n_fit], R[:n_fit], X[n_fit - burn:], key=keys[1], rank=rank)
+    first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)   # each draw's filter on the model's window
+    pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=keys[1],
+                                       rank=rank)
     test_draws = np.asarray(pred.draws)[:, burn:, :d]
     mean_s = base[n_fit:] + ar(X[n_fit:]) + test_draws.mean(axis=0)
     scale = np.sqrt(test_draws.var(axis=0) + noise.mean()) * sd

@@ -179,10 +179,20 @@ def test_forecast_series_takes_several_coordinates():
     assert fc.mean.shape == (40, 2) and fc.band.shape == (2, 40, 2)
 
 
-def test_bayesian_forecast_samples_and_reports_diagnostics():
+def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
+    """With the model's window of fit steps set to 60, the model and every draw's refitted filter use the last 60."""
+    import bayeskern.inference.forecast as forecast
+
+    monkeypatch.setattr(forecast, "FORECAST_MAX_FIT", 60)
+    fitted_rows, split, predictive = [], forecast.split_for_validation, forecast.posterior_predictive_filter
+    monkeypatch.setattr(forecast, "split_for_validation",
+                        lambda *a, **k: fitted_rows.append(len(split(*a, **k).X_fit)) or split(*a, **k))
+    monkeypatch.setattr(forecast, "posterior_predictive_filter",
+                        lambda draws, X, Z, *a, **k: fitted_rows.append(len(X)) or predictive(draws, X, Z, *a, **k))
     y = nonlinear_ar(140, seed=9)
     fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), bayesian=True, lags=(1,), n_val=30, num_chains=1,
                          num_warmup=30, num_samples=30, num_landmarks=(10, 10))
+    assert fitted_rows == [60, 60]   # the model's filters, then each draw's refitted filter
     assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
     assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
     naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))
@@ -213,3 +223,21 @@ def test_any_validation_size_is_taken_up_to_half_the_series():
     y = ar1(80, seed=13)
     tuning = tune_forecaster(y, lags=(1,), n_val=60, **FAST)  # more than half: 40 steps validate
     assert tuning.num_validation == 40 and tuning.validation_errors.shape == (40, 1)
+
+
+
+def test_designs_scored_together_score_as_each_alone(monkeypatch):
+    """The automatic search pads every design's lag vectors with zero columns to the widest design's, so all its
+    filters have one set of shapes (compiled once); each design's validation error is the one it has alone."""
+    import bayeskern.kbr.forecast as forecast
+
+    widths, filter_means = set(), forecast._filter_means
+    monkeypatch.setattr(forecast, "_filter_means",
+                        lambda X, *a: widths.add(X.shape[1]) or filter_means(X, *a))
+    y = nonlinear_ar(150, seed=11)
+    together = {cand.design: cand for cand in tune_forecaster(y, lags="auto", n_val=30, **FAST).candidates}
+    assert len({len(design.lags) for design in together}) >= 3 and len(widths) == 1
+    for cand in tune_forecaster(y, lags=(1, 2), n_val=30, **FAST).candidates:
+        match = together[cand.design]
+        assert (match.c, match.lam, match.eta, match.in_range) == (cand.c, cand.lam, cand.eta, cand.in_range)
+        assert match.mse == pytest.approx(cand.mse, rel=1e-10)
