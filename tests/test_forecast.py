@@ -185,8 +185,13 @@ def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
 
     monkeypatch.setattr(forecast, "FORECAST_MAX_FIT", 60)
     fitted_rows, split, predictive = [], forecast.split_for_validation, forecast.posterior_predictive_filter
-    monkeypatch.setattr(forecast, "split_for_validation",
-                        lambda *a, **k: fitted_rows.append(len(split(*a, **k).X_fit)) or split(*a, **k))
+
+    def recorded_split(*args, **kwargs):
+        result = split(*args, **kwargs)
+        fitted_rows.append(len(result.X_fit))
+        return result
+
+    monkeypatch.setattr(forecast, "split_for_validation", recorded_split)
     monkeypatch.setattr(forecast, "posterior_predictive_filter",
                         lambda draws, X, Z, *a, **k: fitted_rows.append(len(X)) or predictive(draws, X, Z, *a, **k))
     y = nonlinear_ar(140, seed=9)
@@ -223,7 +228,6 @@ def test_any_validation_size_is_taken_up_to_half_the_series():
     y = ar1(80, seed=13)
     tuning = tune_forecaster(y, lags=(1,), n_val=60, **FAST)  # more than half: 40 steps validate
     assert tuning.num_validation == 40 and tuning.validation_errors.shape == (40, 1)
-
 
 
 def test_designs_scored_together_score_as_each_alone(monkeypatch):
