@@ -15,6 +15,8 @@ import subprocess
 import sys
 import threading
 
+import jax
+
 __all__ = ["usable_cores", "run_pinned", "serve"]
 
 # JAX settings a worker takes from its parent: float64, and the persistent compilation cache
@@ -50,7 +52,7 @@ def run_pinned(target, jobs, cores, progress):
         (each target then returned what it had).
 
     Raises:
-        TypeError: for a job that does not pickle.
+        TypeError: for a target or job that does not pickle.
         RuntimeError: when a worker ends without returning; a target's exception is raised as it was.
     """
     header = pickle.dumps((list(sys.path), _settings()))
@@ -107,7 +109,6 @@ def _read_frame(fd) -> bytes:
 
 
 def _settings() -> dict:
-    import jax
     return {name: getattr(jax.config, name) for name in _FORWARDED}
 
 
@@ -156,7 +157,6 @@ def serve():
     try:
         path, settings = pickle.loads(_read_frame(0))
         sys.path[:] = path
-        import jax
         jax.config.update("jax_platforms", "cpu")
         for name, value in settings.items():   # float64 before the job's arrays are unpickled
             jax.config.update(name, value)

@@ -334,7 +334,8 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         X, Z, base, offset = _design_rows(s, design)
         # zero columns up to the widest design: distances, medians and the autoregression's fit are unchanged, and
         # every design's filters share one set of shapes (compiled once, not once per lag count)
-        X, Z = (np.pad(A, ((0, 0), (0, width - X.shape[1]))) for A in (X, Z))
+        pad = ((0, 0), (0, width - X.shape[1]))
+        X, Z = np.pad(X, pad), np.pad(Z, pad)
         n_fit = T - V - offset  # rows whose targets precede the validation block
         if n_fit < max(10, burn_in + 3):
             raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
