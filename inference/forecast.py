@@ -51,7 +51,7 @@ class Forecast(NamedTuple):
 def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto", bayesian: bool = False,
                     season: int | None = None, n_val: int | None = None, gamma: float = 0.05,
                     num_chains: int = 2, num_warmup: int = 200, num_samples: int = 200, num_landmarks=(20, 20),
-                    progress_bar: bool = False, rank="auto") -> Forecast:
+                    progress_bar: bool = False, rank="auto", workers: int | None = None) -> Forecast:
     """One-step-ahead forecasts of ``y_test`` from ``y_train`` by a kernel Bayes filter, with a calibrated band.
 
     The series is standardised on ``y_train``; the lags (seasonal ones included), levels or first differences and
@@ -60,9 +60,9 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never
     chosen). With ``bayesian=True`` NUTS samples the filter's hyperparameters
     (:func:`bayeskern.models.kbf_hyper_model`, started at the validated choice) and the forecast averages one
-    filter per draw, each built on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps (the window of the
-    model's filters); the spread of the draws plus each draw's noise scale gives each step its scale.
-    The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen set
+    filter per draw, each built like the model's filters (on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit
+    steps, low rank on ``num_landmarks``); the spread of the draws plus each draw's noise scale gives each step its
+    scale. The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen set
     its half-width, adapted after every step (:func:`bayeskern.kbr.conformal_band`).
 
     Args:
@@ -81,9 +81,11 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         num_chains: NUTS chains.
         num_warmup: NUTS warm-up iterations per chain.
         num_samples: NUTS draws per chain.
-        num_landmarks: Nystrom landmarks (observations, latents) of the sampled filters.
+        num_landmarks: Nystrom landmarks (observations, latents) of the sampled filters; each draw's forecasting
+            filter has as many per kernel as the larger of the two (None: exact filters, refitted with ``rank``).
         progress_bar: show the sampler's progress.
-        rank: rank of the forecasting filter, as in :meth:`bayeskern.kbr.KernelBayesFilter.build`.
+        rank: rank of the validated filters, as in :meth:`bayeskern.kbr.KernelBayesFilter.build`.
+        workers: processes that score the lag designs (:func:`bayeskern.kbr.tune_forecaster`).
 
     Returns:
         Forecast: ``mean`` (T~, d), ``band`` (2, T~, d), the chosen design, the tuning, scales and diagnostics.
@@ -105,7 +107,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         raise ValueError(f"gamma must be >= 0, got {gamma}")
     if bayesian:
         check_key(key)
-    tuning = tune_forecaster(y_train, n_val=n_val, lags=lags, season=season, rank=rank)
+    tuning = tune_forecaster(y_train, n_val=n_val, lags=lags, season=season, rank=rank, workers=workers)
     centre, sd = _location_scale(y_train)
     if bayesian and tuning.best is not None:
         keys = jax.random.split(key, 2)
@@ -153,8 +155,10 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
     X, R, ar, base, offset = _residual_pairs(s, b.design, T - offset)
     n_fit = T - offset
     first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)   # each draw's filter on the model's window
+    # each draw's filter as the model scored it: low rank on as many landmarks (per kernel) as its sampled filters
+    refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
     pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=keys[1],
-                                       rank=rank)
+                                       rank=refit_rank)
     test_draws = np.asarray(pred.draws)[:, burn:, :d]
     mean_s = base[n_fit:] + ar(X[n_fit:]) + test_draws.mean(axis=0)
     scale = np.sqrt(test_draws.var(axis=0) + noise.mean()) * sd

@@ -14,7 +14,7 @@ from bayeskern.kernels.heuristics import median_heuristic
 from bayeskern.kernels.stationary import RBF
 from bayeskern.models.kbf import HYPER_PRIORS, kbf_hyper_model, split_for_validation
 
-from . import _workers
+from bayeskern import _workers
 from .nuts import MCMCResult, run_nuts
 
 __all__ = ["kbf_init_values", "sample_kbf_posterior", "PredictiveFiltering", "posterior_predictive_filter",

@@ -21,7 +21,7 @@ from bayeskern._interrupt import Interrupted
 from bayeskern._validation import check_count, check_key
 from bayeskern.fitted import fitted, static
 
-from . import _workers
+from bayeskern import _workers
 from ._arviz import az
 from .diagnostics import Diagnostics, diagnose
 
@@ -482,10 +482,10 @@ def _check_processes(backend: str, spread: bool):
 
 
 def _run_in_processes(model, args, kwargs, key, init_values, options, dense_mass, progress_bar):
-    """NumPyro NUTS with the chains spread over worker processes (:mod:`._workers`), worker w on the w-th usable core
-    running chains w, w + W, ... one after another (W workers), each chain with the key and start it has under
-    ``"sequential"``. A Ctrl-C here stops every worker at its next chunk; the draws so far come back. Returns what
-    :func:`_run_numpyro` returns (the chains in order, the phase timings of the slowest worker) and what
+    """NumPyro NUTS with the chains spread over worker processes (:mod:`bayeskern._workers`), worker w on the w-th
+    usable core running chains w, w + W, ... one after another (W workers), each chain with the key and start it has
+    under ``"sequential"``. A Ctrl-C here stops every worker at its next chunk; the draws so far come back. Returns
+    what :func:`_run_numpyro` returns (the chains in order, the phase timings of the slowest worker) and what
     :func:`_observations` returns for the draws (None without draws)."""
     chains = options[0]
     cores = _workers.usable_cores()

@@ -15,7 +15,7 @@ FAMILIES = ("bayeskern.bke", "bayeskern.kbr", "bayeskern.jdl", "bayeskern.compre
             "bayeskern.models", "bayeskern.inference")
 FOUNDATION = ("bayeskern.kernels", "bayeskern.linalg", "bayeskern.embeddings", "bayeskern.mmd", "bayeskern.hsic",
               "bayeskern._validation", "bayeskern._trees", "bayeskern._config", "bayeskern._kernel_choice",
-              "bayeskern.fitted",
+              "bayeskern.fitted", "bayeskern._workers",
               "bayeskern.conditional", "bayeskern.testresult", "bayeskern.aggregate", "bayeskern.sharding", "bayeskern.datasets",
               "bayeskern.plotting")
 

@@ -435,6 +435,8 @@ COUNTS = [
     ("bke.BayesAggregate", lambda c: bke.BayesAggregate(max_modes=c), "max_modes"),
     ("kbr.seasonal_period", lambda c: kbr.seasonal_period(X, c), "max_period"),
     ("kbr.tune_forecaster", lambda c: kbr.tune_forecaster(X[:, 0], n_val=c), "n_val"),
+    ("kbr.tune_forecaster", lambda c: kbr.tune_forecaster(X[:, 0], workers=c), "workers"),
+    ("inference.forecast_series", lambda c: inf.forecast_series(X[:, 0], X[:5, 0], workers=c), "workers"),
     ("plotting.save_figure", lambda c: plotting.save_figure(F["ax"].figure, F["png"], dpi=c), "dpi"),
     ("Polynomial", lambda c: bk.Polynomial(c), "degree"),
     ("median_heuristic", lambda c: bk.median_heuristic(X, max_points=c), "max_points"),

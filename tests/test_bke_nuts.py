@@ -248,7 +248,7 @@ def _failing_model(y):
 
 def test_a_process_worker_runs_the_sequential_chains(monkeypatch):
     """chain_method="processes" with one worker (one usable core): both chains in it, the draws of "sequential"."""
-    import bayeskern.inference._workers as workers
+    import bayeskern._workers as workers
 
     core = workers.usable_cores()[0]
     monkeypatch.setattr(workers, "usable_cores", lambda: [core])
@@ -268,7 +268,7 @@ def test_worker_processes_boot_at_once():
     """Both workers start before either is sent its job (writing a job larger than a pipe's buffer, as a model's data
     are, waits for the worker's boot): on one core they begin their jobs within a fraction of a boot of each other;
     started one after another, the second would begin a whole boot (importing JAX) after the first."""
-    import bayeskern.inference._workers as workers
+    import bayeskern._workers as workers
 
     core = workers.usable_cores()[0]
     began = time.time()
@@ -281,7 +281,7 @@ def test_processes_run_the_sequential_chains_in_pinned_workers(monkeypatch):
     """chain_method="processes": two worker processes (both on this test's core), three chains shared (0, 2) and
     (1,): the draws and statistics of the sequential run with the same key, in chain order; the float64 setting
     travels to the workers; a worker's error surfaces as it was raised (one worker, on one core)."""
-    import bayeskern.inference._workers as workers
+    import bayeskern._workers as workers
 
     core = workers.usable_cores()[0]
     monkeypatch.setattr(workers, "usable_cores", lambda: [core, core])
@@ -401,7 +401,7 @@ signal.signal(signal.SIGINT, signal.default_int_handler)   # also when started f
 calls, fired = [0], threading.Event()
 y = np.random.default_rng(0).normal(size=20)
 # two workers (on this process's first core); Ctrl-C here once 1240 transitions are done
-import bayeskern.inference.nuts as nuts, bayeskern.inference._workers as workers
+import bayeskern.inference.nuts as nuts, bayeskern._workers as workers
 from test_bke_nuts import _normal_model   # importable by the workers (this script's functions are not)
 core = workers.usable_cores()[0]
 workers.usable_cores = lambda: [core, core]

@@ -180,7 +180,8 @@ def test_forecast_series_takes_several_coordinates():
 
 
 def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
-    """With the model's window of fit steps set to 60, the model and every draw's refitted filter use the last 60."""
+    """With the model's window of fit steps set to 60, the model and every draw's refitted filter use the last 60;
+    the refitted filters are low rank like the sampled ones."""
     import bayeskern.inference.forecast as forecast
 
     monkeypatch.setattr(forecast, "FORECAST_MAX_FIT", 60)
@@ -193,11 +194,13 @@ def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
 
     monkeypatch.setattr(forecast, "split_for_validation", recorded_split)
     monkeypatch.setattr(forecast, "posterior_predictive_filter",
-                        lambda draws, X, Z, *a, **k: fitted_rows.append(len(X)) or predictive(draws, X, Z, *a, **k))
+                        lambda draws, X, Z, *a, **k: fitted_rows.append((len(X), k["rank"]))
+                        or predictive(draws, X, Z, *a, **k))
     y = nonlinear_ar(140, seed=9)
     fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), bayesian=True, lags=(1,), n_val=30, num_chains=1,
-                         num_warmup=30, num_samples=30, num_landmarks=(10, 10))
-    assert fitted_rows == [60, 60]   # the model's filters, then each draw's refitted filter
+                         num_warmup=30, num_samples=30, num_landmarks=(6, 10))
+    # the model's filters, then each draw's refitted filter: low rank like the model's (the larger landmark count)
+    assert fitted_rows == [60, (60, 10)]
     assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
     assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
     naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))
@@ -245,3 +248,31 @@ def test_designs_scored_together_score_as_each_alone(monkeypatch):
         match = together[cand.design]
         assert (match.c, match.lam, match.eta, match.in_range) == (cand.c, cand.lam, cand.eta, cand.in_range)
         assert match.mse == pytest.approx(cand.mse, rel=1e-10)
+
+
+def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
+    """workers=2 deals the designs out to two pinned processes (here both on this test's core) and gets every
+    candidate and the choice of the in-process search, in the same order."""
+    import bayeskern.kbr.forecast as forecast
+
+    jobs, run_pinned = [], forecast.run_pinned
+    monkeypatch.setattr(forecast, "run_pinned",
+                        lambda target, js, cores, progress: jobs.append(len(js)) or run_pinned(target, js, cores, progress))
+    y = nonlinear_ar(120, seed=12)
+    here = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=1, **FAST)
+    spread = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=2, **FAST)  # lags (1,), (1, 2); both transforms
+    assert jobs == [2] and len(spread.candidates) == len(here.candidates) == 4
+    for a, b in zip(here.candidates + (here.best,), spread.candidates + (spread.best,)):
+        assert (a.design, a.c, a.lam, a.eta, a.in_range) == (b.design, b.c, b.lam, b.eta, b.in_range)
+        assert a.mse == pytest.approx(b.mse, rel=1e-10)
+    np.testing.assert_allclose(spread.validation_errors, here.validation_errors, rtol=0, atol=1e-12)
+
+
+def test_design_workers_default_to_one_per_usable_core_and_design(monkeypatch):
+    import bayeskern.kbr.forecast as forecast
+
+    monkeypatch.setattr(forecast, "usable_cores", lambda: [0, 1, 2, 3])
+    assert forecast._design_workers(None, 14) == 4 and forecast._design_workers(None, 2) == 2
+    assert forecast._design_workers(3, 14) == 3
+    monkeypatch.setattr(forecast, "usable_cores", lambda: [5])
+    assert forecast._design_workers(None, 14) == 1

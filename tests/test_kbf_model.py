@@ -98,7 +98,7 @@ def test_the_default_call_is_the_documented_split_start_and_sampler(small, monke
 def test_filter_chains_run_in_a_process_per_core_where_there_are_two(monkeypatch):
     """Two or more chains on two or more usable CPU cores: one pinned process per core; one core or one chain:
     one after another in this process."""
-    import bayeskern.inference._workers as workers
+    import bayeskern._workers as workers
     from bayeskern.inference.kbf import _chain_method_for_filters
 
     monkeypatch.setattr(workers, "usable_cores", lambda: [0, 1])

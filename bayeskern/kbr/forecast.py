@@ -3,14 +3,17 @@ of lags, transform and filter hyperparameters, and sequential conformal bands (u
 
 import dataclasses
 import math
+import threading
 import warnings
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
+from .._workers import run_pinned, usable_cores
 from ..kernels.heuristics import median_heuristic
 from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta,
                      _widened_range)
@@ -276,7 +279,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
 
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
                     burn_in: int = 20, max_fit: int = FORECAST_MAX_FIT, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
-                    eta_grid=ETA_GRID, rank="auto") -> ForecastTuning:
+                    eta_grid=ETA_GRID, rank="auto", workers: int | None = None) -> ForecastTuning:
     """Choose lags, transform (levels or first differences) and filter hyperparameters on the last validation steps.
 
     The series is standardised; for every design (lag set x transform) and every multiplier c the filter is built
@@ -305,12 +308,17 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         lam_grid: KBR ridges.
         eta_grid: KuLSIF ridges scored by leave-one-out.
         rank: the filters' rank, as in :meth:`KernelBayesFilter.build`.
+        workers: processes that score the designs, each pinned to a CPU core of its own (the designs dealt out in
+            turn; the same candidates as scored in this process). None: one per usable core, at most one per
+            design, on a CPU (an exact filter step factorises a matrix of a few hundred rows, which the threads of
+            one process run more slowly than one pinned thread: a pinned process per core uses the cores); 1: in
+            this process.
 
     Returns:
         ForecastTuning: the choice, the validated candidates and the baselines' validation errors.
 
     Raises:
-        ValueError: for a series too short for the validation split, bad lags or empty grids.
+        ValueError: for a series too short for the validation split, bad lags, empty grids or workers below 1.
         RuntimeError: when float64 is off.
     """
     require_x64("tune_forecaster")
@@ -323,34 +331,21 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         for value in grid:
             check_positive(value, name)
     designs = _designs(y[: T - V], lags, season, max_lag)
+    workers = _design_workers(workers, len(designs))
     burn_in = check_count(burn_in, "burn_in", minimum=0)
     max_fit = check_count(max_fit, "max_fit", minimum=10)
     s = _standardised(y[: T - V], y)
     truth = s[T - V:]
     persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
     prior_mean = float(np.mean(truth**2))
-    runs, width = [], max(len(design.lags) for design in designs) * y.shape[1]
-    for design in designs:
-        X, Z, base, offset = _design_rows(s, design)
-        # zero columns up to the widest design: distances, medians and the autoregression's fit are unchanged, and
-        # every design's filters share one set of shapes (compiled once, not once per lag count)
-        pad = ((0, 0), (0, width - X.shape[1]))
-        X, Z = np.pad(X, pad), np.pad(Z, pad)
-        n_fit = T - V - offset  # rows whose targets precede the validation block
+    for design in designs:   # every design fits before any is scored
+        n_fit = T - V - max(design.lags) - int(design.difference)  # rows whose targets precede the validation block
         if n_fit < max(10, burn_in + 3):
             raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
                              f"{n_fit} fit rows")
-        run = slice(n_fit - burn_in, T - offset)
-        fit = slice(max(0, n_fit - max_fit), n_fit)
-        for c in c_grid:
-            eta, results = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
-            for lam, (means, in_range) in zip(lam_grid, results):
-                forecast = base[n_fit:] + means[burn_in:]
-                err = forecast - truth
-                mse = float(np.mean(err**2))
-                if np.isfinite(mse):
-                    runs.append((Candidate(design, float(c), float(lam), float(eta), mse, in_range),
-                                 err))
+    setting = (s, V, max(len(design.lags) for design in designs) * y.shape[1], burn_in, max_fit, tuple(c_grid),
+               tuple(lam_grid), tuple(eta_grid), rank)
+    runs = [run for scored in _scored_designs(designs, setting, workers) for run in scored]
     per_design = {}
     for cand, _ in runs:
         if cand.design not in per_design or _better(cand, per_design[cand.design]):
@@ -363,6 +358,59 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     fallback = "persistence" if persistence <= prior_mean else "prior mean"
     err = (s[T - V - 1: -1] - truth) if fallback == "persistence" else -truth
     return ForecastTuning(None, fallback, candidates, persistence, prior_mean, err, V)
+
+
+def _design_workers(workers, num_designs: int) -> int:
+    """The number of processes that score ``num_designs`` designs (``workers`` of :func:`tune_forecaster`)."""
+    if workers is not None:
+        return check_count(workers, "workers")
+    if jax.default_backend() != "cpu":
+        return 1
+    return max(1, min(num_designs, len(usable_cores())))
+
+
+def _scored_designs(designs, setting, workers: int) -> list:
+    """Every design's validation runs [(Candidate, (V, d) errors), ...], in design order: scored here, or dealt out
+    in turn to ``workers`` processes pinned to a usable core each (two on one core when there are fewer cores)."""
+    if workers == 1:
+        return _score_designs((designs, setting), None, threading.Event())
+    cores = usable_cores()
+    jobs = [(designs[w::workers], setting) for w in range(workers)]
+    parts, interrupted = run_pinned(_score_designs, jobs, [cores[w % len(cores)] for w in range(workers)],
+                                    lambda n: None)
+    if interrupted:
+        raise KeyboardInterrupt
+    scored = [None] * len(designs)
+    for w, part in enumerate(parts):
+        scored[w::workers] = part
+    return scored
+
+
+def _score_designs(job, report, stop) -> list:
+    """[runs of each design of ``job = (designs, setting)``]: every c and lam of its grid, (Candidate, errors)
+    pairs. A worker's target (:func:`bayeskern._workers.run_pinned`); ``stop`` ends it between designs."""
+    designs, (s, V, width, burn_in, max_fit, c_grid, lam_grid, eta_grid, rank) = job
+    T, scored = s.shape[0], []
+    truth = s[T - V:]
+    for design in designs:
+        if stop.is_set():
+            break
+        X, Z, base, offset = _design_rows(s, design)
+        # zero columns up to the widest design: distances, medians and the autoregression's fit are unchanged, and
+        # every design's filters share one set of shapes (compiled once, not once per lag count)
+        pad = ((0, 0), (0, width - X.shape[1]))
+        X, Z = np.pad(X, pad), np.pad(Z, pad)
+        n_fit = T - V - offset
+        run, fit, runs = slice(n_fit - burn_in, T - offset), slice(max(0, n_fit - max_fit), n_fit), []
+        for c in c_grid:
+            eta, results = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
+            for lam, (means, in_range) in zip(lam_grid, results):
+                err = base[n_fit:] + means[burn_in:] - truth
+                mse = float(np.mean(err**2))
+                if np.isfinite(mse):
+                    runs.append((Candidate(design, float(c), float(lam), float(eta), mse, in_range), err))
+        scored.append(runs)
+    return scored
 
 
 def _simplest_within_one_se(runs):

@@ -28,7 +28,7 @@ _BOOT = ("import os, signal\n"
          "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"   # a Ctrl-C reaches a worker as a stop line, between chunks
          "if hasattr(os, 'sched_setaffinity'):\n"
          "    os.sched_setaffinity(0, {{{core}}})\n"
-         "from bayeskern.inference._workers import serve\n"
+         "from bayeskern._workers import serve\n"
          "serve()\n")
 
 
