@@ -312,7 +312,8 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
             turn; the same candidates as scored in this process). None: one per usable core, at most one per
             design, on a CPU (an exact filter step factorises a matrix of a few hundred rows, which the threads of
             one process run more slowly than one pinned thread: a pinned process per core uses the cores); 1: in
-            this process.
+            this process. Workers compile their programs afresh on every call: for repeated calls, call
+            :func:`bayeskern.enable_compilation_cache` first (they then load them).
 
     Returns:
         ForecastTuning: the choice, the validated candidates and the baselines' validation errors.
