@@ -62,8 +62,8 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     (:func:`bayeskern.models.kbf_hyper_model`, started at the validated choice) and the forecast averages one
     filter per draw, each built like the model's filters (on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit
     steps, low rank on ``num_landmarks``); the spread of the draws plus each draw's noise scale gives each step its
-    scale. The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen set
-    its half-width, adapted after every step (:func:`bayeskern.kbr.conformal_band`).
+    scale. The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen
+    set its half-width, adapted after every step (:func:`bayeskern.kbr.conformal_band`).
 
     Args:
         y_train: (T,) or (T, d) training series.

@@ -235,16 +235,17 @@ def test_any_validation_size_is_taken_up_to_half_the_series():
 
 def test_designs_scored_together_score_as_each_alone(monkeypatch):
     """The automatic search pads every design's lag vectors with zero columns to the widest design's, so all its
-    filters have one set of shapes (compiled once); each design's validation error is the one it has alone."""
+    filters have one set of shapes (compiled once); each design's validation error is the one it has alone. (The
+    filters are built on the last 60 fit steps, so the designs' fit windows have one length too.)"""
     import bayeskern.kbr.forecast as forecast
 
     widths, filter_means = set(), forecast._filter_means
     monkeypatch.setattr(forecast, "_filter_means",
-                        lambda X, *a: widths.add(X.shape[1]) or filter_means(X, *a))
-    y = nonlinear_ar(150, seed=11)
-    together = {cand.design: cand for cand in tune_forecaster(y, lags="auto", n_val=30, **FAST).candidates}
+                        lambda X, *a: widths.add(X.shape) or filter_means(X, *a))
+    y, options = nonlinear_ar(150, seed=11), dict(n_val=30, max_fit=60, workers=1, **FAST)
+    together = {cand.design: cand for cand in tune_forecaster(y, lags="auto", **options).candidates}
     assert len({len(design.lags) for design in together}) >= 3 and len(widths) == 1
-    for cand in tune_forecaster(y, lags=(1, 2), n_val=30, **FAST).candidates:
+    for cand in tune_forecaster(y, lags=(1, 2), **options).candidates:
         match = together[cand.design]
         assert (match.c, match.lam, match.eta, match.in_range) == (cand.c, cand.lam, cand.eta, cand.in_range)
         assert match.mse == pytest.approx(cand.mse, rel=1e-10)
@@ -257,10 +258,10 @@ def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
 
     jobs, run_pinned = [], forecast.run_pinned
     monkeypatch.setattr(forecast, "run_pinned",
-                        lambda target, js, cores, progress: jobs.append(len(js)) or run_pinned(target, js, cores, progress))
+                        lambda target, js, *rest: jobs.append(len(js)) or run_pinned(target, js, *rest))
     y = nonlinear_ar(120, seed=12)
     here = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=1, **FAST)
-    spread = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=2, **FAST)  # lags (1,), (1, 2); both transforms
+    spread = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=2, **FAST)  # (1,), (1, 2); both transforms
     assert jobs == [2] and len(spread.candidates) == len(here.candidates) == 4
     for a, b in zip(here.candidates + (here.best,), spread.candidates + (spread.best,)):
         assert (a.design, a.c, a.lam, a.eta, a.in_range) == (b.design, b.c, b.lam, b.eta, b.in_range)
