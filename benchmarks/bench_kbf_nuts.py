@@ -23,6 +23,7 @@ Run: python benchmarks/bench_kbf_nuts.py [--T 300] [--n-val 100] [--landmarks 10
 """
 
 import argparse
+import inspect
 import time
 
 import jax
@@ -88,10 +89,11 @@ def default_call(seeds, log=print, num_samples=1000, cases=None, chain_method=No
         "MSE / grid | cover")
     cases = cases or [(setting, T, seed) for setting in ("rotation", "oscillatory") for T in (300, 600)
                       for seed in seeds]
+    n_val = inspect.signature(sample_kbf_posterior).parameters["n_val"].default
     for setting, T, seed in cases:
         seq = kbr.data.circle_dynamics(T, jax.random.key(seed), setting=setting)
         start = time.perf_counter()
-        tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=100)
+        tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=n_val)   # the start, on the default call's validation steps
         tune_s = time.perf_counter() - start
         mcmc = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(seed + 1), tuned=tuned,
                                     num_samples=num_samples, chain_method=chain_method, progress_bar=False,
