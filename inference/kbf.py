@@ -67,7 +67,7 @@ def sample_kbf_posterior(X, Z, *, key, tuned: TuneResult | None = None, method: 
         tuned: the :func:`bayeskern.kbr.tune_kbf` result the chains start from (None: tuned here, with ``method``
             and ``n_val``).
         method: ``"iw"`` or ``"original"``.
-        n_val: validation steps (at most T // 2). A gradient costs O(n_val) (4.2 ms at 100, 2.9 ms at 60 on one
+        n_val: validation steps (at most T // 2). A gradient costs O(n_val) (about 4.2 ms at 100, 2.9 ms at 60 on one
             core of the benchmark machine); 60 converged as well as 100 on the benchmark's series.
         max_fit: fit steps of the model's filters (None: all; see :func:`bayeskern.models.split_for_validation`).
         num_landmarks: Nystrom landmarks (p_x, p_z) of the model's filters, or None for exact filters.

@@ -274,6 +274,6 @@ def test_design_workers_default_to_one_per_usable_core_and_design(monkeypatch):
 
     monkeypatch.setattr(forecast, "usable_cores", lambda: [0, 1, 2, 3])
     assert forecast._design_workers(None, 14) == 4 and forecast._design_workers(None, 2) == 2
-    assert forecast._design_workers(3, 14) == 3
+    assert forecast._design_workers(3, 14) == 3 and forecast._design_workers(8, 2) == 2
     monkeypatch.setattr(forecast, "usable_cores", lambda: [5])
     assert forecast._design_workers(None, 14) == 1

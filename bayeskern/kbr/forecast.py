@@ -308,9 +308,9 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         lam_grid: KBR ridges.
         eta_grid: KuLSIF ridges scored by leave-one-out.
         rank: the filters' rank, as in :meth:`KernelBayesFilter.build`.
-        workers: processes that score the designs, each pinned to a CPU core of its own (the designs dealt out in
-            turn; the same candidates as scored in this process). None: one per usable core, at most one per
-            design, on a CPU (an exact filter step factorises a matrix of a few hundred rows, which the threads of
+        workers: processes that score the designs (at most one per design), each pinned to a CPU core of its own
+            (the designs dealt out in turn; the same candidates as scored in this process). None: one per usable
+            core on a CPU (an exact filter step factorises a matrix of a few hundred rows, which the threads of
             one process run more slowly than one pinned thread: a pinned process per core uses the cores); 1: in
             this process. Workers compile their programs afresh on every call: for repeated calls, call
             :func:`bayeskern.enable_compilation_cache` first (they then load them).
@@ -362,9 +362,10 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
 
 
 def _design_workers(workers, num_designs: int) -> int:
-    """The number of processes that score ``num_designs`` designs (``workers`` of :func:`tune_forecaster`)."""
+    """The number of processes that score ``num_designs`` designs (``workers`` of :func:`tune_forecaster`, at most
+    one per design)."""
     if workers is not None:
-        return check_count(workers, "workers")
+        return min(check_count(workers, "workers"), num_designs)
     if jax.default_backend() != "cpu":
         return 1
     return max(1, min(num_designs, len(usable_cores())))
