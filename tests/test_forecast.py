@@ -1,5 +1,8 @@
 """The kernel Bayes forecaster: lag designs, seasons, the validated choice, conformal bands and forecast_series."""
 
+import pickle
+import threading
+
 import jax
 import numpy as np
 import pytest
@@ -251,14 +254,19 @@ def test_designs_scored_together_score_as_each_alone(monkeypatch):
         assert match.mse == pytest.approx(cand.mse, rel=1e-10)
 
 
-def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
-    """workers=2 deals the designs out to two pinned processes (here both on this test's core) and gets every
-    candidate and the choice of the in-process search, in the same order."""
+def _spread_search_matches_the_search_here(monkeypatch, run_jobs):
+    """tune_forecaster with workers=2 (four designs dealt out to two jobs run by ``run_jobs``, the signature of
+    run_pinned) gives every candidate, the choice and the validation errors of the search in this process, in
+    design order."""
     import bayeskern.kbr.forecast as forecast
 
-    jobs, run_pinned = [], forecast.run_pinned
-    monkeypatch.setattr(forecast, "run_pinned",
-                        lambda target, js, *rest: jobs.append(len(js)) or run_pinned(target, js, *rest))
+    jobs = []
+
+    def recorded(target, js, *rest):
+        jobs.append(len(js))
+        return run_jobs(target, js, *rest)
+
+    monkeypatch.setattr(forecast, "run_pinned", recorded)
     y = nonlinear_ar(120, seed=12)
     here = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=1, **FAST)
     spread = tune_forecaster(y, max_lag=2, n_val=30, max_fit=40, workers=2, **FAST)  # (1,), (1, 2); both transforms
@@ -267,6 +275,22 @@ def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
         assert (a.design, a.c, a.lam, a.eta, a.in_range) == (b.design, b.c, b.lam, b.eta, b.in_range)
         assert a.mse == pytest.approx(b.mse, rel=1e-10)
     np.testing.assert_allclose(spread.validation_errors, here.validation_errors, rtol=0, atol=1e-12)
+
+
+def test_designs_dealt_out_to_workers_score_as_here(monkeypatch):
+    """The jobs as the workers get them (target and job through a pickle round trip), run here one after another."""
+    def run_here(target, jobs, cores, progress):
+        return [target(*pickle.loads(pickle.dumps((job, None))), threading.Event()) for job in jobs], False
+
+    _spread_search_matches_the_search_here(monkeypatch, run_here)
+
+
+@pytest.mark.slow  # suite time: two worker processes start JAX and compile (about 10 s); the dealing is checked above
+def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
+    """The same with real worker processes (both pinned to this test's core)."""
+    from bayeskern._workers import run_pinned
+
+    _spread_search_matches_the_search_here(monkeypatch, run_pinned)
 
 
 def test_design_workers_default_to_one_per_usable_core_and_design(monkeypatch):
