@@ -59,7 +59,7 @@ def run_pinned(target, jobs, cores, progress):
     try:   # unpickled once the worker has the parent's sys.path (the target's module may live only there)
         payloads = [pickle.dumps((target, job)) for job in jobs]
     except Exception as e:   # pickle raises several types (PicklingError, AttributeError, TypeError)
-        raise TypeError(f"the worker processes need the model and its arguments as pickles: {e}") from e
+        raise TypeError(f"the worker processes need the target and its job as pickles: {e}") from e
     messages, workers, results, interrupted = queue.Queue(), [], {}, False
     try:
         for i in range(len(payloads)):   # all start at once: a write below waits for its worker's boot (seconds)

@@ -138,7 +138,7 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
     T, d = y_train.shape
     y = np.concatenate([y_train, y_test])
     s = _standardised(y_train, y)
-    X, R, _, _, offset = _residual_pairs(s[:T], b.design, T - V - (max(b.design.lags) + int(b.design.difference)))
+    X, R, _, _, offset = _residual_pairs(s[:T], b.design, T - V - b.design.offset)
     split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
@@ -154,8 +154,9 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
 
     X, R, ar, base, offset = _residual_pairs(s, b.design, T - offset)
     n_fit = T - offset
-    first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)   # each draw's filter on the model's window
-    # each draw's filter as the model scored it: low rank on as many landmarks (per kernel) as its sampled filters
+    # each draw's filter as the model scored it: on the model's window of fit steps, low rank on as many landmarks
+    # (per kernel) as the sampled filters
+    first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
     pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=keys[1],
                                        rank=refit_rank)

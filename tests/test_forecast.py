@@ -242,12 +242,12 @@ def test_designs_scored_together_score_as_each_alone(monkeypatch):
     filters are built on the last 60 fit steps, so the designs' fit windows have one length too.)"""
     import bayeskern.kbr.forecast as forecast
 
-    widths, filter_means = set(), forecast._filter_means
+    shapes, filter_means = set(), forecast._filter_means
     monkeypatch.setattr(forecast, "_filter_means",
-                        lambda X, *a: widths.add(X.shape) or filter_means(X, *a))
+                        lambda X, *a: shapes.add(X.shape) or filter_means(X, *a))
     y, options = nonlinear_ar(150, seed=11), dict(n_val=30, max_fit=60, workers=1, **FAST)
     together = {cand.design: cand for cand in tune_forecaster(y, lags="auto", **options).candidates}
-    assert len({len(design.lags) for design in together}) >= 3 and len(widths) == 1
+    assert len({len(design.lags) for design in together}) >= 3 and len(shapes) == 1
     for cand in tune_forecaster(y, lags=(1, 2), **options).candidates:
         match = together[cand.design]
         assert (match.c, match.lam, match.eta, match.in_range) == (cand.c, cand.lam, cand.eta, cand.in_range)
@@ -291,6 +291,20 @@ def test_designs_scored_in_worker_processes_score_as_here(monkeypatch):
     from bayeskern._workers import run_pinned
 
     _spread_search_matches_the_search_here(monkeypatch, run_pinned)
+
+
+def test_a_stopped_worker_scores_no_further_design():
+    import bayeskern.kbr.forecast as forecast
+
+    stop = threading.Event()
+    stop.set()   # as the parent's Ctrl-C sets it
+    designs = [forecast.ForecastDesign((1,), False), forecast.ForecastDesign((1,), True)]
+    setting = (np.sin(np.arange(60.0))[:, None], 20, 1, 5, 40, (1.0,), (1e-3,), (1e-3,), "auto")
+    assert forecast._score_designs((designs, setting), None, stop) == []
+
+
+def test_design_offsets_count_the_lags_and_the_difference():
+    assert kbr.ForecastDesign((1, 2, 12), False).offset == 12 and kbr.ForecastDesign((1,), True).offset == 2
 
 
 def test_design_workers_default_to_one_per_usable_core_and_design(monkeypatch):

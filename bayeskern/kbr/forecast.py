@@ -36,10 +36,16 @@ class ForecastDesign(NamedTuple):
         lags: the lags l whose values y_{t-l} form the observation x_t (increasing).
         difference: whether the filter models the first differences u_t = y_t - y_{t-1} (True) or the
             standardised levels u_t = y_t (False).
+        offset: the first step the design forecasts (its largest lag, plus one with differences).
     """
 
     lags: tuple
     difference: bool
+
+    @property
+    def offset(self) -> int:
+        """The largest lag, plus one when the design models first differences."""
+        return max(self.lags) + int(self.difference)
 
 
 class Candidate(NamedTuple):
@@ -222,7 +228,7 @@ def _design_rows(s, design: ForecastDesign):
     base_t + (first d coordinates of the filtered mean), row r of X forecasting s at time r + offset."""
     u = np.diff(s, axis=0) if design.difference else s
     X, Z = lag_design(u, design.lags)
-    offset = max(design.lags) + int(design.difference)
+    offset = design.offset
     base = s[offset - 1: -1] if design.difference else np.zeros_like(s[offset:])
     return X, Z, base, offset
 
@@ -340,7 +346,7 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
     prior_mean = float(np.mean(truth**2))
     for design in designs:   # every design fits before any is scored
-        n_fit = T - V - max(design.lags) - int(design.difference)  # rows whose targets precede the validation block
+        n_fit = T - V - design.offset  # rows whose targets precede the validation block
         if n_fit < max(10, burn_in + 3):
             raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
                              f"{n_fit} fit rows")
