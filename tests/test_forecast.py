@@ -280,7 +280,8 @@ def _spread_search_matches_the_search_here(monkeypatch, run_jobs):
 def test_designs_dealt_out_to_workers_score_as_here(monkeypatch):
     """The jobs as the workers get them (target and job through a pickle round trip), run here one after another."""
     def run_here(target, jobs, cores, progress):
-        return [target(*pickle.loads(pickle.dumps((job, None))), threading.Event()) for job in jobs], False
+        runs = [pickle.loads(pickle.dumps((target, job))) for job in jobs]
+        return [run(job, None, threading.Event()) for run, job in runs], False
 
     _spread_search_matches_the_search_here(monkeypatch, run_here)
 

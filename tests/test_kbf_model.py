@@ -248,10 +248,13 @@ def test_the_default_call_on_600_steps_mixes_and_its_bands_cover():
     --default-call: R-hat 1.003, 33-44 s of NUTS on two idle CPU cores): R-hat < 1.05 for every hyperparameter, at
     most 1 % divergences, the Bayesian average no worse than 1.05 x the grid filter, and the 90 % predictive band of
     the refitted filters covering 85-95 % of the test states."""
+    import inspect
+
     from bayeskern.inference import sample_kbf_posterior
 
     seq = kbr.data.circle_dynamics(600, jax.random.key(0))
-    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=60)   # the default call's validation steps
+    n_val = inspect.signature(sample_kbf_posterior).parameters["n_val"].default   # the default call's start
+    tuned = kbr.tune_kbf(seq.X, seq.Z, n_val=n_val)
     run = sample_kbf_posterior(seq.X, seq.Z, key=jax.random.key(1), tuned=tuned, progress_bar=False)
     assert run.diagnostics.max_rhat < 1.05 and run.diagnostics.divergences <= 0.01 * run.diagnostics.num_draws
     pred = posterior_predictive_filter(run.draws(), seq.X, seq.Z, seq.X_test, key=jax.random.key(2))
