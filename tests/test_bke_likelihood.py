@@ -126,6 +126,26 @@ def test_log_volume_closed_form_matches_jacobian_identities(rng):
             assert closed[i] == pytest.approx(0.5 * np.linalg.slogdet(G)[1], rel=1e-10)
 
 
+@pytest.mark.parametrize("D", [3, 7])
+def test_log_volume_equals_the_jacobian_determinant_on_both_sides_of_the_qr_switch(D):
+    from bayeskern.bke.likelihood import _UNROLLED_QR_MAX_DIM
+
+    assert (D > _UNROLLED_QR_MAX_DIM) == (D == 7)  # unrolled Gram-Schmidt at D = 3, Householder at D = 7
+    rng = np.random.default_rng(D)
+    X, Z = rng.standard_normal((4, D)), rng.standard_normal((D + 3, D))
+    A = rng.standard_normal((D, D))
+    k = RBFFull.from_covariance(A @ A.T / D + 0.5 * np.eye(D))
+    Sinv = np.linalg.inv(A @ A.T / D + 0.5 * np.eye(D))
+    expected = []
+    for x in X:
+        J = -np.asarray(k.cross(x[None], Z))[0][:, None] * (x - Z) @ Sinv
+        expected.append(0.5 * np.linalg.slogdet(J.T @ J)[1])
+    np.testing.assert_allclose(log_volume(X, Z, k), expected, rtol=1e-10)
+    np.testing.assert_allclose(log_volume(X, Z, k, method="autodiff"), expected, rtol=1e-10)
+    far = np.asarray(log_volume(X + 60.0, Z, k))  # every k(x, z_l) underflows: only the log-space form survives
+    assert np.all(np.isfinite(far)) and np.all(far < -1000)
+
+
 def test_log_volume_is_stable_where_direct_jacobians_underflow():
     X = np.array([[0.0, 0.0], [40.0, 0.1]])
     Z = np.array([[1.0, 0.5], [-0.5, 1.0], [0.3, -0.8]])

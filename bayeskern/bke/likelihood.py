@@ -114,19 +114,28 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     return -0.5 * logdet - 0.5 * jnp.sum(mv2 * e * mv2)
 
 
-def _log_abs_diag_r(cols):
-    """log |diag R| of the thin QR of A = [cols] by modified Gram-Schmidt, unrolled over the static D columns.
+# Up to this dimension D unrolled Gram-Schmidt passes over the columns run fastest (0.9 against 1.4 ms for a value
+# and gradient at D = 2, n = 400, m = 30); their compile time grows as D^2 (2.2 s at D = 8, 8 s at D = 50), while a
+# batched Householder QR compiles in under a second at any D and runs faster from D = 8 on.
+_UNROLLED_QR_MAX_DIM = 4
 
-    cols: D arrays (..., m), the columns of A (m, D) for any batch shape; returns (..., D). The R factor
-    of MGS is backward stable, and D vectorised passes are far cheaper than a batched LAPACK QR.
+
+def _log_abs_diag_r(A):
+    """log |diag R| of the thin QR of A (..., m, D), m >= D; returns (..., D).
+
+    Both the modified Gram-Schmidt R factor (unrolled over the static D columns, for small D) and the Householder R
+    factor are backward stable, so columns of very different lengths lose nothing but their own rounding.
     """
-    cols = list(cols)
+    D = A.shape[-1]
+    if D > _UNROLLED_QR_MAX_DIM:
+        return jnp.log(jnp.abs(jnp.diagonal(jnp.linalg.qr(A, mode="r"), axis1=-2, axis2=-1)))
+    cols = [A[..., d] for d in range(D)]
     out = []
-    for d in range(len(cols)):
+    for d in range(D):
         norm = jnp.sqrt(jnp.sum(cols[d] ** 2, axis=-1, keepdims=True))
         out.append(jnp.log(norm[..., 0]))
         q = cols[d] / jnp.where(norm > 0, norm, 1.0)
-        for e in range(d + 1, len(cols)):
+        for e in range(d + 1, D):
             cols[e] = cols[e] - jnp.sum(q * cols[e], axis=-1, keepdims=True) * q
     return jnp.stack(out, axis=-1)
 
@@ -147,15 +156,15 @@ def _se_features_and_log_gamma(X, Z, Ls):
     """
     D = X.shape[1]
     Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
-    a = [Xw[:, d, None] - Zw[None, :, d] for d in range(D)]  # D x (n, m)
-    r2 = sum(ad**2 for ad in a)
+    a = Xw[:, None, :] - Zw[None, :, :]  # (n, m, D)
+    r2 = jnp.sum(a**2, axis=-1)
     r2_min = jnp.min(r2, axis=1)
     scale = jnp.exp(-0.5 * (r2 - r2_min[:, None]))
     K = jnp.exp(-0.5 * r2_min)[:, None] * scale
     back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
-    cols = [scale * sum(back[d, e] * a[e] for e in range(d, D)) for d in range(D)]
+    cols = scale[..., None] * (a @ back.T)  # (n, m, D): rows exp(-(r2_l - min r2) / 2) v_l
     if D == 1:
-        return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[0] ** 2, axis=1)), jnp.ones_like(r2_min)
+        return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[..., 0] ** 2, axis=1)), jnp.ones_like(r2_min)
     log_r = _log_abs_diag_r(cols)
     return K, -0.5 * D * r2_min + jnp.sum(log_r, axis=1), jnp.exp(log_r[:, -1] - log_r[:, 0])
 
@@ -207,7 +216,7 @@ def _log_gamma_autodiff(x, Z, kernel):
     """log sqrt(det J^T J) with J = d phi_z / dx by forward-mode autodiff and a globally scaled thin QR."""
     J = jax.jacfwd(lambda p: kernel.evaluate(p[None, :], Z)[0])(x)  # (m, D)
     scale = jnp.max(jnp.linalg.norm(J, axis=1))
-    return jnp.sum(_log_abs_diag_r((J / scale).T)) + J.shape[1] * jnp.log(scale)
+    return jnp.sum(_log_abs_diag_r(J / scale)) + J.shape[1] * jnp.log(scale)
 
 
 def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str = "exact"):
