@@ -208,8 +208,15 @@ def power_table(cells, reps, python, out_path=None, redo_ours=False):
         results[name] = row
         print(_line(name, row, reps, null), flush=True)
         if out_path:
-            out_path.write_text(json.dumps(results, indent=1))
+            out_path.write_text(_results_json(results))
     return results
+
+
+def _results_json(results):
+    """The results as JSON with one line per cell and test (a rerun's diff shows the decisions that changed)."""
+    cells = [f" {json.dumps(name)}: {{\n" + ",\n".join(f"  {json.dumps(t)}: {json.dumps(v)}" for t, v in row.items())
+             + "\n }" for name, row in results.items()]
+    return "{\n" + ",\n".join(cells) + "\n}\n"
 
 
 def _line(name, row, reps, null):
@@ -366,9 +373,12 @@ def design(reps):
         print(f"{name:40s} " + "  ".join(f"{k} {np.mean(v):.2f}" for k, v in cols.items()), flush=True)
 
 
-def cost(sizes, python=None, anchor_max=2500):
+ANCHOR_COST_MAX_N = 2500   # the anchors' cost is measured up to this n per sample (MMD-FUSE: 46 s per test there)
+
+
+def cost(sizes, python=None):
     """Seconds per test of mmd_test(X, Y, "bayes") (500 permutations) against n per sample, d = 1, uniform data,
-    after compilation; beside MMDAgg and MMD-FUSE in the same run up to ``anchor_max``."""
+    after compilation; beside MMDAgg and MMD-FUSE in the same run up to ``ANCHOR_COST_MAX_N``."""
     import jax
 
     import bayeskern as bk
@@ -382,7 +392,7 @@ def cost(sizes, python=None, anchor_max=2500):
         for r, (X, Y) in enumerate(data[1:]):
             bk.mmd_test(X, Y, "bayes", key=jax.random.key(r + 1))
         line = f"n = {n:>6} per sample: bayes {(time.perf_counter() - start) / 3:8.2f} s"
-        if python is not None and n <= anchor_max:
+        if python is not None and n <= ANCHOR_COST_MAX_N:
             anchors = run_anchors("mmd", data, python)
             line += "".join(f", {name} {v['seconds']:.2f} s" for name, v in anchors.items())
         print(line, flush=True)
@@ -460,9 +470,10 @@ def main():
         return bkl_inducing(args.reps)
     if args.design:
         return design(args.reps)
+    if args.cost is not None:   # sizes above ANCHOR_COST_MAX_N alone need no anchors' environment
+        sizes = args.cost or [250, 500, 1000, 2500, 5000]
+        return cost(sizes, setup_anchors(ANCHORS) if min(sizes) <= ANCHOR_COST_MAX_N else None)
     python = setup_anchors(ANCHORS)
-    if args.cost is not None:
-        return cost(args.cost or [250, 500, 1000, 2500, 5000], python)
     if args.setup:
         return
     unknown = set(args.cells or ()) - set(CELLS)
