@@ -115,8 +115,9 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
 
 
 # Up to this dimension D unrolled Gram-Schmidt passes over the columns run fastest (0.9 against 1.4 ms for a value
-# and gradient at D = 2, n = 400, m = 30); their compile time grows as D^2 (2.2 s at D = 8, 8 s at D = 50), while a
-# batched Householder QR compiles in under a second at any D and runs faster from D = 8 on.
+# and gradient at D = 2, n = 400, m = 30). Their compile time grows as D^2 (2.0 s at D = 6, 8 s at D = 50), while a
+# batched Householder QR compiles in under a second at any D: from D = 5 on that outweighs its slightly slower run
+# (3.7 against 2.9 ms at D = 6), and from D = 8 on it runs faster too.
 _UNROLLED_QR_MAX_DIM = 4
 
 
