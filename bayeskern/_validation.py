@@ -110,7 +110,8 @@ def as_real_array(x, name: str):
         raise TypeError(f"{name} must be real, got complex dtype {x.dtype} (pass x.real if the imaginary part is 0)")
     if kind not in "biuf":
         raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
-    return jnp.asarray(x)
+    # a NumPy array goes to the device by a copy; jnp.asarray would compile a program for each new shape
+    return jax.device_put(x) if isinstance(x, np.ndarray) else jnp.asarray(x)
 
 
 def as_finite_array(x, name: str):

@@ -253,8 +253,7 @@ def hsic_test(
 
     if key is None:
         raise ValueError("hsic_test(method='permutation') needs a PRNG key: pass key=jax.random.key(seed)")
-    perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, n_permutations))
-    perms = jnp.concatenate([jnp.arange(n)[None, :], perms])  # identity first: observed and null share arithmetic
+    perms = _identity_and_permutations(key, n, n_permutations)
     if collections is not None:
         return _aggregated(*collections, X, Y, perms, dense_max, block_size)
     if n <= dense_max:
@@ -264,6 +263,14 @@ def hsic_test(
     stats = np.asarray(stats)
     observed, null = float(stats[0]), stats[1:]
     return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kx, ky))
+
+
+
+@partial(jax.jit, static_argnums=(1, 2))
+def _identity_and_permutations(key, n, count):
+    """(count + 1, n): the identity first (observed and null share arithmetic), then ``count`` random permutations."""
+    perms = jax.vmap(lambda k: jax.random.permutation(k, n))(jax.random.split(key, count))
+    return jnp.concatenate([jnp.arange(n)[None, :], perms])
 
 
 def _aggregated(cx, cy, X, Y, perms, dense_max, block_size):

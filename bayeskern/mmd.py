@@ -177,12 +177,14 @@ def _label_forms(kernel, Z, S, n, block_size):
     return q, jnp.sum(r) - 2 * p + q, p - q, dX, jnp.sum(d) - dX
 
 
-def _labels_from_keys(keys, N, n):
-    perms = jax.vmap(lambda k: jax.random.permutation(k, N))(keys)
-    return jax.vmap(lambda p: jnp.zeros(N).at[p[:n]].set(1.0))(perms).T
-
-
-_labels_from_keys = jax.jit(_labels_from_keys, static_argnames=("N", "n"))
+@partial(jax.jit, static_argnames=("batch", "N", "n"))
+def _label_batch(keys, start, batch, N, n):
+    """(N, batch) 0/1 labels of the first sample, one column per key of keys[start : start + batch] (a last, short
+    batch is filled up with its first key); in the batch at start 0, column 0 is the observed labelling."""
+    index = start + jnp.arange(batch)
+    perms = jax.vmap(lambda k: jax.random.permutation(k, N))(keys[jnp.where(index < keys.shape[0], index, start)])
+    S = jax.vmap(lambda p: jnp.zeros(N).at[p[:n]].set(1.0))(perms).T
+    return S.at[:, 0].set(jnp.where(start == 0, (jnp.arange(N) < n).astype(S.dtype), S[:, 0]))
 
 
 def _statistic(forms, n, m, estimator):
@@ -265,7 +267,6 @@ def mmd_test(
                          "estimator must be 'unbiased' or 'biased', not 'linear'")
     X, Y = _prepare_samples(X, Y, collection.kernels[0] if collection else kernel, 2)
     check_same_dim(X, Y, "X and Y")
-    n, m = X.shape[0], Y.shape[0]
 
     if estimator == "linear":
         h = _linear_h(kernel, X, Y)
@@ -293,15 +294,11 @@ def _permutation_statistics(kernels, X, Y, key, n_permutations, estimator, block
     Z = jnp.concatenate([X, Y])
     n, m = X.shape[0], Y.shape[0]
     N = n + m
-    s0 = jnp.concatenate([jnp.ones(n), jnp.zeros(m)])
     keys = jax.random.split(key, n_permutations + 1)  # column 0 is replaced by the observed labels
     batch = max(1, min(n_permutations + 1, max_label_columns // N))
     stats = []
     for start in range(0, n_permutations + 1, batch):
-        k = keys[start : start + batch]
-        S = _labels_from_keys(jnp.concatenate([k, jnp.repeat(k[:1], batch - k.shape[0], axis=0)]), N, n)
-        if start == 0:
-            S = S.at[:, 0].set(s0)
+        S = _label_batch(keys, start, batch, N, n)
         stats.append(np.stack([np.asarray(_statistic(_label_forms(kern, Z, S, n, block_size), n, m, estimator)
-                                          [: k.shape[0]]) for kern in kernels], axis=1))
+                                          [: n_permutations + 1 - start]) for kern in kernels], axis=1))
     return np.concatenate(stats)

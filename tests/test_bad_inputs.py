@@ -134,6 +134,8 @@ CASES = [
      "W must have shape"),
     ("compression.select_lambda", "select_lambda empty", lambda f: compression.select_lambda(X, X[:, 0], X[:0], X[:0, 0], bk.RBF(1.0), bk.RBF(1.0),
                                                                 size=5, key=KEY), ValueError, "x_val is empty"),
+    ("compression.select_lambda", "select_lambda subsets", lambda f: compression.select_lambda(X, X[:, 0], X, X[:, 0], bk.RBF(1.0), bk.RBF(1.0),
+                                                                  size=5, key=KEY, n_subsets=0), ValueError, "n_subsets must be >= 1"),
     ("kbr.data.circle_dynamics", "generator key", lambda f: kbr.data.circle_dynamics(10, 0), TypeError, "key must be a JAX PRNG key"),
     ("compression.data.heteroscedastic", "generator size", lambda f: compression.data.heteroscedastic(-1, KEY), ValueError, "n must be >= 1"),
     ("kbr.NystromFeatures", "Nystrom dimension", lambda f: kbr.nystrom_features(bk.RBF(1.0), X[:5])(Y[:, :1]), ValueError,

@@ -53,8 +53,8 @@ def hold_out_inducing(X, key, m: int | None = None):
     """
     X = as_points(X, "X")
     m = _check_size(X, m)
-    perm = jax.random.permutation(check_key(key), X.shape[0])
-    return _split(X, perm[:m], perm[m:])
+    X_rest, Z = _random_split(check_key(key), X, m)
+    return X_rest, _distinct(Z)
 
 
 def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
@@ -86,7 +86,7 @@ def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
     kernel = RBF(median_heuristic(X) * m ** (-1.0 / X.shape[1])) if kernel is None else kernel
     mu = kernel_row_sums(kernel, X, block_size=block_size) / X.shape[0]
     chosen = np.asarray(_herd(kernel, X, mu, m))
-    return _split(X, chosen, np.setdiff1d(np.arange(X.shape[0]), chosen))
+    return X[np.setdiff1d(np.arange(X.shape[0]), chosen)], _distinct(X[chosen])
 
 
 @partial(jax.jit, static_argnames="m")
@@ -112,8 +112,13 @@ def _check_size(X, m):
     return m
 
 
-def _split(X, inducing, rest):
-    Z = X[inducing]
+@partial(jax.jit, static_argnames="m")
+def _random_split(key, X, m):
+    perm = jax.random.permutation(key, X.shape[0])
+    return X[perm[m:]], X[perm[:m]]
+
+
+def _distinct(Z):
     if len(np.unique(np.asarray(Z), axis=0)) < len(Z):
         raise ValueError("X has duplicated points among the chosen inducing points; deduplicate X or pass Z explicitly")
-    return X[rest], Z
+    return Z

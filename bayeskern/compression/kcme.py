@@ -1,5 +1,7 @@
 """Kernel conditional mean embeddings and the choice of their ridge lambda."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -117,8 +119,8 @@ def validation_loss(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: 
     require_x64("validation_loss")
     lam = check_lambda(lam, "lam")
     x_train, x_val = as_points(x_train, "x_train"), as_points(x_val, "x_val")
-    value = _grid_losses(kernel_x, kernel_y, x_train[None], jnp.asarray(y_train)[None], x_val, jnp.asarray(y_val),
-                         jnp.array([lam]))[0, 0]
+    value = _grid_losses(kernel_x, kernel_y, x_train, jnp.asarray(y_train), np.arange(x_train.shape[0])[None], x_val,
+                         jnp.asarray(y_val), np.array([lam], float))[0, 0]
     if not jnp.isfinite(value):
         raise ArithmeticError("validation_loss: K_XX + n lam I could not be factorised")
     return value
@@ -148,7 +150,7 @@ def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Ke
 
     Raises:
         TypeError: for a key that is not a PRNG key or counts that are not integers.
-        ValueError: for unpaired or non-finite data, mismatched dimensions or size outside [1, n].
+        ValueError: for unpaired or non-finite data, mismatched dimensions or size outside [1, n] or n_subsets below 1.
         ArithmeticError: when a validation loss is not finite (a Gram matrix could not be factorised).
         RuntimeError: when float64 is off.
     """
@@ -159,17 +161,16 @@ def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Ke
     x_val, y_val = labelled(x_val, y_val, kind, ("x_val", "y_val"))
     check_same_dim(x_train, x_val, "x_train and x_val")
     n = int(x_train.shape[0])
-    size = check_count(size, "size")
+    size, n_subsets = check_count(size, "size"), check_count(n_subsets, "n_subsets")
     if size > n:
         raise ValueError(f"size must lie in [1, n = {n}], got {size}")
-    subsets = jnp.arange(n)[None] if size == n else jax.vmap(
-        lambda k: jax.random.choice(k, n, (size,), replace=False))(jax.random.split(key, n_subsets))
+    subsets = np.arange(n)[None] if size == n else _random_subsets(key, n, size, n_subsets)
     x_train, x_val = jnp.asarray(x_train), jnp.asarray(x_val)
     y_train, y_val = jnp.asarray(y_train), jnp.asarray(y_val)
 
     def best(grid):
-        grid = jnp.sort(jnp.asarray(grid, dtype=float))
-        losses = np.asarray(_grid_losses(kernel_x, kernel_y, x_train[subsets], y_train[subsets], x_val, y_val, grid))
+        grid = np.sort(np.asarray(grid, dtype=float))
+        losses = np.asarray(_grid_losses(kernel_x, kernel_y, x_train, y_train, subsets, x_val, y_val, grid))
         if not np.all(np.isfinite(losses)):
             raise ArithmeticError("select_lambda: a validation loss is not finite (a Gram matrix could not be "
                                   "factorised); check the kernels and data")
@@ -180,9 +181,16 @@ def select_lambda(x_train, y_train, x_val, y_val, kernel_x: Kernel, kernel_y: Ke
     return best(np.geomspace(lam / 10, lam * 10, n_fine))
 
 
+@partial(jax.jit, static_argnums=(1, 2, 3))
+def _random_subsets(key, n, size, count):
+    """(count, size) indices: ``count`` subsets of range(n) drawn without replacement."""
+    return jax.vmap(lambda k: jax.random.choice(k, n, (size,), replace=False))(jax.random.split(key, count))
+
+
 @jax.jit
-def _grid_losses(kernel_x, kernel_y, xs, ys, x_val, y_val, grid):
-    """Validation losses (G, S) for every lambda in ``grid`` and training subset (xs[s], ys[s])."""
+def _grid_losses(kernel_x, kernel_y, x_train, y_train, subsets, x_val, y_val, grid):
+    """Validation losses (G, S) for every lambda in ``grid`` and training subset (x_train[s], y_train[s])."""
+    xs, ys = x_train[subsets], y_train[subsets]
 
     def loss(x, y, lam):
         n = x.shape[0]

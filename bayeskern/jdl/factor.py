@@ -3,7 +3,6 @@
 from typing import NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .._validation import check_same_dim
@@ -70,11 +69,21 @@ def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     """
     if not isinstance(factor, PivotedCholesky):
         raise TypeError(f"factor must be a PivotedCholesky (linalg.pivoted_cholesky), got {type(factor).__name__}")
-    lam, V = np.linalg.eigh(np.asarray(factor.L.T @ factor.L))
+    lam, V = np.linalg.eigh(np.asarray(_gram(factor.L)))
     lam, V = lam[::-1], V[:, ::-1]
     V = V * np.sign(V[np.argmax(np.abs(V), axis=0), np.arange(V.shape[1])])
-    V = jnp.asarray(V)
-    pivots = np.asarray(factor.pivots)
-    X = jnp.asarray(X.values if isinstance(X, RowShards) else X)  # pivots index the padded rows of a RowShards
-    X = X[:, None] if X.ndim == 1 else X
-    return RotatedBasis(factor.B_tilde @ V, factor.L @ V, jnp.asarray(lam), X[pivots], jnp.asarray(pivots))
+    X = X.values if isinstance(X, RowShards) else X  # pivots index the padded rows of a RowShards
+    R, A, points = _rotated(factor.B_tilde, factor.L, V, X if isinstance(X, jax.Array) else np.asarray(X),
+                            factor.pivots)
+    return RotatedBasis(R, A, jax.device_put(lam), points, factor.pivots)
+
+
+@jax.jit
+def _gram(L):
+    return L.T @ L
+
+
+@jax.jit
+def _rotated(B_tilde, L, V, X, pivots):
+    """(B_tilde V, L V, the pivot points) in one program."""
+    return B_tilde @ V, L @ V, (X[:, None] if X.ndim == 1 else X)[pivots]

@@ -93,6 +93,11 @@ def kulsif_loo_score_atoms_are_data(eig_G, alphas, eta):
     alphas = as_finite_array(alphas, "alphas")
     if alphas.ndim not in (1, 2) or alphas.shape[-1] != V.shape[0]:
         raise ValueError(f"alphas must have shape ({V.shape[0]},) or (S, {V.shape[0]}) to match G_Z, got {alphas.shape}")
+    return _atoms_are_data_scores(s, V, alphas, eta)
+
+
+@jax.jit
+def _atoms_are_data_scores(s, V, alphas, eta):
     n = V.shape[0]
     c = (n - 1) * eta
     bii = jnp.sum(V**2 / (s + c), axis=1)
@@ -159,6 +164,11 @@ def select_eta_loo(G_Z, priors, eta_grid):
         raise ValueError("eta_grid is empty: give at least one eta")
     G_Z = as_matrix(G_Z, "G_Z", square=True)
     priors = as_matrix(priors, "priors", (None, G_Z.shape[0]))
-    eig = jnp.linalg.eigh(0.5 * (G_Z + G_Z.T))
-    scores = jnp.stack([jnp.mean(kulsif_loo_score_atoms_are_data(eig, priors, eta)) for eta in eta_grid])
-    return float(np.asarray(eta_grid)[int(jnp.argmin(scores))]), scores
+    scores = _mean_scores(G_Z, priors, np.asarray(eta_grid, float))
+    return float(np.asarray(eta_grid)[int(np.argmin(np.asarray(scores)))]), scores
+
+
+@jax.jit
+def _mean_scores(G_Z, priors, etas):
+    s, V = jnp.linalg.eigh(0.5 * (G_Z + G_Z.T))
+    return jax.vmap(lambda eta: jnp.mean(_atoms_are_data_scores(s, V, priors, eta)))(etas)

@@ -12,6 +12,7 @@ exactly k(0) and their gradients at r = 0 are finite.
 
 import abc
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.linalg import solve_triangular
@@ -47,6 +48,11 @@ def squared_distances(Xs, Ys):
     if Xs.ndim != 2 or Ys.ndim != 2 or Xs.shape[1] != Ys.shape[1]:
         raise ValueError(f"Xs and Ys must have shapes (n, d) and (m, d), got {Xs.shape} and {Ys.shape}")
     check_finite(Xs, "Xs"), check_finite(Ys, "Ys")
+    return _expanded_squared_distances(Xs, Ys)
+
+
+@jax.jit   # one program per shape where it runs eagerly, instead of one per operation
+def _expanded_squared_distances(Xs, Ys):
     c = jnp.mean(Xs, axis=0)
     Xc, Yc = Xs - c, Ys - c
     d2 = jnp.sum(Xc**2, axis=1)[:, None] + jnp.sum(Yc**2, axis=1)[None, :] - 2.0 * Xc @ Yc.T

@@ -79,15 +79,9 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
     max_rank = real if max_rank is None else check_count(max_rank, "max_rank")
     if not 1 <= max_rank <= real:
         raise ValueError(f"max_rank must lie in [1, n = {real}], got {max_rank}")
-    d0 = kernel.evaluate_paired(X, X)
-    if sharded:
-        d0 = jnp.where(mask, d0, 0.0)
     factorise = partial(_factorise_rows, mesh=mesh, mask=mask) if sharded else _factorise
     width = min(max_rank, 64)
-    state = (jnp.zeros((n, width), d0.dtype), jnp.zeros((width, width), d0.dtype), jnp.zeros(width, jnp.int32),
-             d0, jnp.zeros((), jnp.int32))
-    threshold = tol * jnp.sum(d0)
-    floor = 100 * jnp.finfo(d0.dtype).eps * jnp.max(d0)  # round-off level of a Schur complement (any backend)
+    state, threshold, floor = _start(kernel, X, mask, tol, width)
     while True:  # buffers double when full, so memory stays O(n m) for the rank m reached
         state = factorise(kernel, X, threshold, floor, state)
         m = int(state[4])
@@ -98,8 +92,24 @@ def pivoted_cholesky(kernel: Kernel, X, *, tol: float = 1e-6, max_rank: int | No
         state = (jnp.pad(L, ((0, 0), (0, grow))), jnp.pad(Bt, ((0, grow), (0, grow))), jnp.pad(pivots, (0, grow)),
                  d, state[4])
         width += grow
-    L, Bt, pivots, d, _ = state
-    return PivotedCholesky(L[:, :m], Bt[:m, :m], pivots[:m], d)
+    return PivotedCholesky(*_trimmed(*state[:3], m), state[3])
+
+
+@partial(jax.jit, static_argnames="width")
+def _start(kernel, X, mask, tol, width):
+    """Empty buffers of ``width`` pivots, the residual diagonal (zero on padding rows), the trace threshold and the
+    round-off floor of a Schur complement (any backend)."""
+    d0 = kernel.evaluate_paired(X, X)
+    if mask is not None:
+        d0 = jnp.where(mask, d0, 0.0)
+    state = (jnp.zeros((X.shape[0], width), d0.dtype), jnp.zeros((width, width), d0.dtype),
+             jnp.zeros(width, jnp.int32), d0, jnp.zeros((), jnp.int32))
+    return state, tol * jnp.sum(d0), 100 * jnp.finfo(d0.dtype).eps * jnp.max(d0)
+
+
+@partial(jax.jit, static_argnames="m")
+def _trimmed(L, Bt, pivots, m):
+    return L[:, :m], Bt[:m, :m], pivots[:m]
 
 
 @jax.jit
