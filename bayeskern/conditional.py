@@ -73,11 +73,16 @@ def self_normalised_expectation(numerator, mass) -> ConditionalExpectation:
     numerator, mass = _real(numerator, "numerator"), _real(mass, "mass")
     if mass.ndim != 1 or numerator.ndim == 0 or numerator.shape[0] != mass.shape[0]:
         raise ValueError(f"numerator must be (q, ...) and mass (q,), got shapes {numerator.shape} and {mass.shape}")
+    return ConditionalExpectation(*_normalised(numerator, mass))
+
+
+@jax.jit
+def _normalised(numerator, mass):
+    """(mean, mass, undefined): numerator / mass per query, NaN where |mass| <= UNDEFINED_MASS."""
     undefined = jnp.abs(mass) <= UNDEFINED_MASS
     safe = jnp.where(undefined, 1.0, mass)
     shape = (-1,) + (1,) * (numerator.ndim - 1)
-    mean = jnp.where(undefined.reshape(shape), jnp.nan, numerator / safe.reshape(shape))
-    return ConditionalExpectation(mean, mass, undefined)
+    return jnp.where(undefined.reshape(shape), jnp.nan, numerator / safe.reshape(shape)), mass, undefined
 
 
 def outcome_values(f, outcomes, n: int, dtype, name: str = "f"):

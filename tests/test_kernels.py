@@ -192,3 +192,32 @@ def test_bad_inputs(rng):
         bk.median_heuristic(np.zeros((5, 1)))
     with pytest.raises(ValueError, match="needs at least 2 points"):
         bk.median_heuristic(np.zeros((1, 1)))
+
+
+def _compilations(call):
+    """The number of XLA programs compiled while ``call()`` runs."""
+    events = []
+
+    def listen(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            events.append(seconds)
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        jax.block_until_ready(call())
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listen)
+    return len(events)
+
+
+def test_first_calls_compile_one_program_not_one_per_operation():
+    """Outside jit every JAX operation compiles a program per new shape, and so does jnp.asarray of a NumPy array:
+    entry points move NumPy inputs to the device without compiling and run their arithmetic as one program.
+    Shapes used nowhere else in the suite, so that nothing is cached yet."""
+    rng = np.random.default_rng(0)
+    X, Y = rng.normal(size=(53, 3)), rng.normal(size=(41, 3))
+    key = jax.random.key(0)
+    assert _compilations(lambda: bk.kernels.squared_distances(X, Y)) == 1
+    assert _compilations(lambda: bk.kernels.squared_distances(X, Y)) == 0
+    assert _compilations(lambda: bk.bke.hold_out_inducing(rng.normal(size=(59, 3)), key, 7)) == 1
+    assert _compilations(lambda: bk.linalg.pivoted_cholesky(RBF(1.0), rng.normal(size=(61, 3)), max_rank=5)) <= 3

@@ -50,7 +50,7 @@ class RotatedBasis(NamedTuple):
         """
         U = kernel.prepare(U, name)
         check_same_dim(U, self.points, f"{name} and the training points")
-        return kernel.evaluate(U, self.points) @ self.R
+        return _basis_values(kernel, U, self.points, self.R)
 
 
 def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
@@ -76,6 +76,11 @@ def rotate(factor: PivotedCholesky, X) -> RotatedBasis:
     R, A, points = _rotated(factor.B_tilde, factor.L, V, X if isinstance(X, jax.Array) else np.asarray(X),
                             factor.pivots)
     return RotatedBasis(R, A, jax.device_put(lam), points, factor.pivots)
+
+
+@jax.jit
+def _basis_values(kernel, U, points, R):
+    return kernel.evaluate(U, points) @ R
 
 
 @jax.jit

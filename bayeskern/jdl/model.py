@@ -133,12 +133,7 @@ class JointDistributionModel:
         return self._expect(self.features_y(y_query, "y_query"), G, self.basis_x.A, self.H.T)
 
     def _expect(self, Psi, F, A_out, H):
-        flat = F.reshape(F.shape[0], -1)
-        # per-f precomputation O(n m k): Omega = F^T A_out H (k, m_in) and omega = H^T A_out^T 1 (m_in,)
-        omega = H.T @ A_out.sum(axis=0)
-        Omega = (flat.T @ A_out) @ H
-        numerator = (flat.sum(axis=0) + Psi @ Omega.T) / self.n
-        return self_normalised_expectation(numerator.reshape((Psi.shape[0],) + F.shape[1:]), 1.0 + Psi @ omega / self.n)
+        return self_normalised_expectation(*_numerator_and_mass(Psi, F, A_out, H, self.n))
 
     def conditional_weights(self, x_query) -> ConditionalExpectation:
         """The conditional law of Y given X = x on the training outcomes, O(q n) memory.
@@ -235,3 +230,14 @@ def load_model(path) -> JointDistributionModel:
         FileFormatError: for a file holding anything else, or not a bayeskern save.
     """
     return load_as(path, JointDistributionModel)
+
+
+@jax.jit
+def _numerator_and_mass(Psi, F, A_out, H, n):
+    """The self-normalised estimator's numerator (q, ...) and mass (q,), with the per-f precomputation O(n m k):
+    Omega = F^T A_out H (k, m_in) and omega = H^T A_out^T 1 (m_in,)."""
+    flat = F.reshape(F.shape[0], -1)
+    omega = H.T @ A_out.sum(axis=0)
+    Omega = (flat.T @ A_out) @ H
+    numerator = (flat.sum(axis=0) + Psi @ Omega.T) / n
+    return numerator.reshape((Psi.shape[0],) + F.shape[1:]), 1.0 + Psi @ omega / n

@@ -2,6 +2,7 @@
 
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -55,11 +56,16 @@ def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | N
         raise ValueError(f"the X and Y bases have different sample sizes ({A_x.shape[0]} and {A_y.shape[0]})")
     check_positive(lam, "lam")  # lam = 0 leaves W singular
     n = A_x.shape[0] if n is None else check_count(n, "n")
+    return JDLProblem(*_separable(A_x, A_y, basis_x.eigenvalues, basis_y.eigenvalues, lam, n), n)
+
+
+@jax.jit
+def _separable(A_x, A_y, eig_x, eig_y, lam, n):
+    """(W, C, S, G, a, b) of the separable problem (see :class:`JDLProblem`)."""
     G = A_y.T @ A_x
     a, b = A_y.sum(axis=0), A_x.sum(axis=0)
     S = jnp.outer(a, b)
-    W = jnp.outer(basis_y.eigenvalues, basis_x.eigenvalues) / n**2 + lam
-    return JDLProblem(W, G / n - S / n**2, S, G, a, b, n)
+    return jnp.outer(eig_y, eig_x) / n**2 + lam, G / n - S / n**2, S, G, a, b
 
 
 def _product_bounds(lo_y, hi_y, lo_x, hi_x):

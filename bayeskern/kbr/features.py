@@ -149,9 +149,13 @@ def nystrom_features(kernel: Kernel, landmarks, *, jitter: float = 1e-8) -> Nyst
     """
     landmarks = kernel.prepare(landmarks, "landmarks")
     check_positive(jitter, "jitter")
+    return NystromFeatures(kernel, landmarks, jittered_cholesky(_jittered_gram(kernel, landmarks, jitter))[0])
+
+
+@jax.jit
+def _jittered_gram(kernel, landmarks, jitter):
     K = kernel.evaluate(landmarks, landmarks)
-    K = K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
-    return NystromFeatures(kernel, landmarks, jittered_cholesky(K)[0])
+    return K + jitter * jnp.mean(jnp.diag(K)) * jnp.eye(K.shape[0], dtype=K.dtype)
 
 
 def select_landmarks(kernel: Kernel, X, num: int):

@@ -535,7 +535,7 @@ def _validation_split(X, Z, n_val, k):
 
 def _loo_eta(Z, sigma_z, eta_grid, num_priors, k):
     Z = Z[-LOO_MAX_T:]  # a contiguous window keeps the successor priors' transitions
-    G_Z = RBF(sigma_z).evaluate(Z, Z)
+    G_Z = RBF(sigma_z).gram(Z)
     return select_eta_loo(G_Z, successor_priors(Z, num_priors, k), eta_grid)[0]
 
 
