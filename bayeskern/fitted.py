@@ -317,7 +317,7 @@ class _Decoder:
                                "before loading, or they would be truncated to 32 bits")
         if entry["kind"] == "jax_weak":  # a Python scalar's weak type (it decides promotion and compile caching)
             return jnp.asarray(arr.item())
-        return jnp.asarray(arr)
+        return jax.device_put(arr)   # no compiled copy per shape, as jnp.asarray would make
 
     def __call__(self, entry):
         if entry is None or isinstance(entry, (bool, str)):

@@ -265,7 +265,6 @@ def hsic_test(
     return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kx, ky))
 
 
-
 @partial(jax.jit, static_argnums=(1, 2))
 def _identity_and_permutations(key, n, count):
     """(count + 1, n): the identity first (observed and null share arithmetic), then ``count`` random permutations."""

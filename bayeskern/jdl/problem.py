@@ -61,7 +61,7 @@ def jdl_problem(basis_x: RotatedBasis, basis_y: RotatedBasis, lam, *, n: int | N
 
 @jax.jit
 def _separable(A_x, A_y, eig_x, eig_y, lam, n):
-    """(W, C, S, G, a, b) of the separable problem (see :class:`JDLProblem`)."""
+    """(W, Gamma, S, G, a, b) of the separable problem (see :class:`JDLProblem`)."""
     G = A_y.T @ A_x
     a, b = A_y.sum(axis=0), A_x.sum(axis=0)
     S = jnp.outer(a, b)

@@ -139,7 +139,7 @@ def successor_priors(Z, num_priors: int = 20, k: int = 10):
         d = np.sum((previous - Z[j]) ** 2, axis=1)
         nearest = np.argsort(d, kind="stable")[:k]
         out[s, nearest + 1] = 1.0 / k
-    return jnp.asarray(out)
+    return jax.device_put(out)
 
 
 def select_eta_loo(G_Z, priors, eta_grid):
