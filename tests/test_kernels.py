@@ -221,3 +221,6 @@ def test_first_calls_compile_one_program_not_one_per_operation():
     assert _compilations(lambda: bk.kernels.squared_distances(X, Y)) == 0
     assert _compilations(lambda: bk.bke.hold_out_inducing(rng.normal(size=(59, 3)), key, 7)) == 1
     assert _compilations(lambda: bk.linalg.pivoted_cholesky(RBF(1.0), rng.normal(size=(61, 3)), max_rank=5)) <= 3
+    Z = rng.normal(size=(43, 2))
+    G, priors = np.exp(-np.sum((Z[:, None] - Z[None]) ** 2, -1)), np.full((4, 43), 1 / 43)   # a NumPy Gram matrix
+    assert _compilations(lambda: bk.kbr.select_eta_loo(G, priors, (0.1, 1.0))) == 1   # every eta in one program
