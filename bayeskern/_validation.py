@@ -210,7 +210,7 @@ def as_labels(y, name: str = "y"):
     if jnp.issubdtype(y.dtype, jnp.floating) and is_concrete(y):
         arr = np.asarray(y)
         if np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
-            return jnp.asarray(arr.astype(np.int64))
+            return jax.device_put(arr.astype(np.int64))
     raise ValueError(
         f"{name} must hold integer class labels for the indicator kernel, "
         f"got dtype {y.dtype} with non-integer (or traced) values"
