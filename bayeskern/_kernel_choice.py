@@ -1,6 +1,9 @@
 """How the hypothesis tests turn a ``kernel`` argument into a kernel or a kernel collection: given, median
 heuristic, a learned rule, or a named rule that a method family registers (``"bayes"``, by :mod:`bayeskern.bke`)."""
 
+import numpy as np
+
+from ._validation import num_distinct_rows
 from .aggregate import KernelCollection
 from .kernels.base import Kernel
 from .kernels.heuristics import median_heuristic
@@ -26,6 +29,9 @@ def choose_kernel(kernel, X, Y=None, *, key=None, what: str = "kernel", role: st
     if isinstance(kernel, (Kernel, KernelCollection)):
         return kernel
     if kernel is None or (isinstance(kernel, str) and kernel == "median"):
+        pooled = X if Y is None else np.concatenate([np.asarray(X), np.asarray(Y)])
+        if num_distinct_rows(pooled) < 2:   # one repeated point: no scale, and every kernel gives statistics 0
+            return RBF(1.0)
         return RBF(median_heuristic(X, Y))
     if isinstance(kernel, str) and kernel in _NAMED_RULES:
         kernel = _NAMED_RULES[kernel][role]

@@ -248,3 +248,15 @@ def check_same_dim(X, Y, names: str):
     sy = [leaf.shape[1:] for leaf in jax.tree.leaves(Y)]
     if sx != sy:
         raise ValueError(f"{names} must have points of the same dimension, got {sx} and {sy}")
+
+
+def row_keys(A) -> np.ndarray:
+    """One hashable key per row of a 2-D array (exact float equality; -0.0 equals 0.0), so membership tests and
+    counts of distinct rows cost O(n log n), not O(n^2)."""
+    A = np.ascontiguousarray(np.asarray(A, dtype=np.float64) + 0.0)  # + 0.0 maps -0.0 to 0.0
+    return A.view(np.dtype((np.void, A.dtype.itemsize * A.shape[1]))).ravel()
+
+
+def num_distinct_rows(X) -> int:
+    """The number of distinct rows of a checked (N, D) array (exact equality)."""
+    return len(np.unique(row_keys(X)))

@@ -15,7 +15,7 @@ import numpy as np
 
 from .kernels.base import Kernel
 from .kernels.stationary import RBF, Matern12
-from .testresult import HypothesisTestResult
+from .testresult import HypothesisTestResult, tie_tolerance
 
 __all__ = ["KernelCollection", "AggregatedTestResult", "aggregate_statistics"]
 
@@ -82,7 +82,8 @@ def aggregate_statistics(stats, weights):
 
     Returns:
         (aggregated, p_values): (B + 1,) values max_k log(w_k / p_bk) and the (B + 1, K) per-kernel permutation
-        p-values p_bk = #{b' : T_b'k >= T_bk} / (B + 1).
+        p-values p_bk = #{b' : T_b'k >= T_bk} / (B + 1), statistics within ``TIES_RTOL`` of each other counted as ties
+        (see :func:`bayeskern.testresult.permutation_p_value`).
 
     Raises:
         ValueError: for stats that are not (B + 1, K) with K weights, or non-finite statistics.
@@ -96,7 +97,7 @@ def aggregate_statistics(stats, weights):
     ordered = np.sort(stats, axis=0)
     p = np.empty_like(stats)
     for k in range(stats.shape[1]):
-        p[:, k] = (B1 - np.searchsorted(ordered[:, k], stats[:, k], side="left")) / B1
+        p[:, k] = (B1 - np.searchsorted(ordered[:, k], stats[:, k] - tie_tolerance(stats[:, k]), side="left")) / B1
     return np.max(np.log(weights)[None, :] - np.log(p), axis=1), p
 
 

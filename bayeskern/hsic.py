@@ -14,12 +14,14 @@ from ._validation import as_points, check_count, check_key, check_min_points, ch
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, check_kernel, diagonal_values, pair_sum,
                                 prepare_rows, row_sums)
-from .sharding import RowShards, check_same_layout, reject_row_shards
+from .feature_tests import DEFAULT_NUM_FEATURES, cyclic_layout, hsic_feature_statistics, uses_features
+from .sharding import RowShards, check_same_layout, gather_rows
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
 
-_METHODS = ("permutation", "gamma")
+_METHODS = ("auto", "permutation", "features", "gamma")
+_FEATURE_STREAM = 0xFE   # fold_in tag: the random frequencies use a key independent of the layout
 
 
 def _prepare(X, Y, kx, ky, minimum, block_size=1):
@@ -188,7 +190,9 @@ def hsic_test(
     *,
     key=None,
     n_permutations: int = 500,
-    method: str = "permutation",
+    method: str = "auto",
+    num_features: int = DEFAULT_NUM_FEATURES["hsic"],
+    progress_bar: bool | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     dense_max: int = 2048,
 ) -> HypothesisTestResult:
@@ -196,6 +200,9 @@ def hsic_test(
 
     Args:
         X: (n, d_x) array; row i is paired with row i of Y. Integer labels work with :class:`Indicator` kernels.
+            With ``method="features"`` also a :class:`~bayeskern.sharding.RowShards` (Y one of the same layout):
+            every process gathers the pairs, the processes compute the feature sums in turn, and the result equals
+            the one-process test's to rounding.
         Y: (n, d_y) array.
         kx: kernel on X; None or ``"median"`` for an RBF with the median-heuristic lengthscale of X; or a kernel
             rule such as :func:`bayeskern.inference.bkl_kernel` (learned on X with a key derived from ``key``).
@@ -207,18 +214,27 @@ def hsic_test(
         n_permutations: number B of permutations of Y, an integer >= 1.
         method: ``"permutation"``: the biased HSIC_b against B permutations, p-value (1 + #{T_b >= T}) / (1 + B).
             Up to ``dense_max`` points the centred Gram matrices are formed once; above it every permutation is
-            a matrix-free pass (O(n^2) time, O(n) memory). ``"gamma"``: n * HSIC_b against the moment-matched
-            Gamma null of Gretton et al. (2008), two matrix-free passes in all (for large n).
+            a matrix-free pass (O(n^2) time, O(n) memory). ``"features"``: HSIC_b of ``num_features`` random Fourier
+            features per kernel against the cyclic shifts of Y in a random block layout of the pairs
+            (:mod:`bayeskern.feature_tests`): exact level, O(n R^2) per kernel pair. ``"auto"`` (default): the
+            permutation test up to ``FEATURES_ABOVE["hsic"]`` pairs, the features above (stationary kernels).
+            ``"gamma"``: n * HSIC_b against the moment-matched Gamma null of Gretton et al. (2008), two matrix-free
+            passes in all (asymptotic level).
+        num_features: R, random frequencies per kernel and variable with features.
+        progress_bar: show progress on stderr (features); None shows it from 10^5 pairs on.
         block_size: rows per block of the matrix-free passes.
         dense_max: largest n for which Gram matrices are formed.
 
     Returns:
-        HypothesisTestResult: statistic, p-value, the null statistics (permutation) and the kernels used (an
-        AggregatedTestResult for an aggregated test).
+        HypothesisTestResult: statistic, p-value, the null statistics (permutation or features), the kernels used
+        and ``method`` (an AggregatedTestResult for an aggregated test).
 
     Raises:
-        ValueError: for unpaired inputs, too few points, an unknown method, a missing key, n_permutations < 1, a
-            degenerate Gamma null (a constant sample), or an aggregated test with ``method="gamma"``.
+        TypeError: for RowShards with a method other than ``"features"``, or ``method="features"`` with a kernel
+            that has no spectral measure.
+        ValueError: for unpaired inputs, too few points, an unknown method, a missing key, n_permutations or
+            num_features < 1, a degenerate Gamma null (a constant sample), or an aggregated test with
+            ``method="gamma"``.
 
     Examples:
         >>> import jax, numpy as np, bayeskern as bk
@@ -230,20 +246,39 @@ def hsic_test(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
-    reject_row_shards("hsic_test", X=X, Y=Y)
+    distributed = isinstance(X, RowShards) or isinstance(Y, RowShards)
+    if distributed:
+        if method != "features":
+            raise TypeError(f"hsic_test with method={method!r} takes X and Y on one process, got a RowShards: pass "
+                            "method='features' for the test on rows spread over processes")
+        check_same_layout(X, Y, "X and Y")
+        X, Y = gather_rows(X), gather_rows(Y)
     if key is not None:
         check_key(key)
     n_permutations = check_count(n_permutations, "n_permutations")
+    num_features = check_count(num_features, "num_features")
     block_size, dense_max = check_count(block_size, "block_size"), check_count(dense_max, "dense_max", 0)
     kx, ky = _default_kernels(X, Y, kx, ky, key)
     collections = None
     if isinstance(kx, KernelCollection) or isinstance(ky, KernelCollection):
-        if method != "permutation":
-            raise ValueError("an aggregated test (kx or ky 'bayes' or a KernelCollection) needs method='permutation'")
+        if method == "gamma":
+            raise ValueError("an aggregated test (kx or ky 'bayes' or a KernelCollection) needs a permutation or "
+                             "feature null, not method='gamma'")
         collections = tuple(k if isinstance(k, KernelCollection) else KernelCollection.single(k) for k in (kx, ky))
         kx, ky = collections[0].kernels[0], collections[1].kernels[0]
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]
+    cx, cy = collections or (KernelCollection.single(kx), KernelCollection.single(ky))
+    if method != "gamma" and uses_features(method, n, cx.kernels + cy.kernels, "hsic"):
+        if key is None:
+            raise ValueError("hsic_test with a feature null needs a PRNG key: pass key=jax.random.key(seed)")
+        layout = cyclic_layout(n, n_permutations, key)
+        stats = hsic_feature_statistics(cx.kernels, cy.kernels, X, Y, layout, jax.random.fold_in(key, _FEATURE_STREAM),
+                                        num_features, progress_bar, distributed)
+        if collections is None:
+            observed, null = float(stats[0, 0]), stats[1:, 0]
+            return HypothesisTestResult(observed, permutation_p_value(observed, null), "features", null, (kx, ky))
+        return _aggregated_result(cx, cy, stats, "features")
     if method == "gamma":
         stat, shape, scale = _gamma_parameters(kx, ky, X, Y, block_size)
         if not (float(shape) > 0 and float(scale) > 0):
@@ -282,10 +317,15 @@ def _aggregated(cx, cy, X, Y, perms, dense_max, block_size):
     else:
         stats = np.stack([np.asarray(_null_matrix_free(a, b, X, Y, perms, block_size))
                           for a in cx.kernels for b in cy.kernels], axis=1)
+    return _aggregated_result(cx, cy, stats, "permutation")
+
+
+def _aggregated_result(cx, cy, stats, method):
+    """The aggregated result from (B + 1, Kx Ky) statistics of every kernel pair (row 0 observed)."""
     weights = np.outer(cx.weights, cy.weights).ravel()
     pairs = tuple((a, b) for a in cx.kernels for b in cy.kernels)
     labels = tuple(f"x: {a}; y: {b}" for a in cx.labels for b in cy.labels)
     aggregated, p = aggregate_statistics(stats, weights)
     observed, null = float(aggregated[0]), aggregated[1:]
-    return AggregatedTestResult(observed, permutation_p_value(observed, null), "permutation", null, pairs, weights,
+    return AggregatedTestResult(observed, permutation_p_value(observed, null), method, null, pairs, weights,
                                 stats[0], p[0], labels)

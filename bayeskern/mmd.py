@@ -13,12 +13,15 @@ from ._validation import (as_points, as_real_array, check_count, check_covarianc
                           check_min_points, check_positive, check_same_dim, num_points)
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, diagonal_sum, pair_sum, prepare_pair
-from .sharding import reject_row_shards
+from .feature_tests import DEFAULT_NUM_FEATURES, cyclic_layout, mmd_feature_statistics, uses_features
+from .sharding import RowShards, gather_rows, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd_test"]
 
 _ESTIMATORS = ("unbiased", "biased", "linear")
+_METHODS = ("auto", "permutation", "features")
+_FEATURE_STREAM = 0xFE   # fold_in tag: the random frequencies use a key independent of the layout
 
 
 def _prepare_samples(X, Y, kernel, minimum, block_size=1):
@@ -209,17 +212,27 @@ def mmd_test(
     key=None,
     n_permutations: int = 500,
     estimator: str = "unbiased",
+    method: str = "auto",
+    num_features: int = DEFAULT_NUM_FEATURES["mmd"],
+    progress_bar: bool | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     max_label_columns: int = 2**25,
 ) -> HypothesisTestResult:
     """Kernel two-sample test of H0: P = Q with an exact-level permutation p-value.
 
-    The null distribution comes from ``n_permutations`` random relabellings of the pooled sample, and the p-value
-    is (1 + #{T_b >= T}) / (1 + B). All relabellings share each kernel block (one matrix-free pass per batch of
-    ``max_label_columns // (n + m)`` permutations), so no (n + m) x (n + m) matrix is formed.
+    ``method="permutation"``: the null distribution comes from ``n_permutations`` random relabellings of the pooled
+    sample, and the p-value is (1 + #{T_b >= T}) / (1 + B). All relabellings share each kernel block (one
+    matrix-free pass per batch of ``max_label_columns // (n + m)`` permutations), so no (n + m) x (n + m) matrix is
+    formed; the cost is O((n + m)^2 B) per kernel. ``method="features"``: each kernel is replaced by
+    ``num_features`` random Fourier features and the null by the cyclic shifts of a random block layout of the
+    pooled sample (:mod:`bayeskern.feature_tests`): exact level as well, O((n + m) R log B) per kernel, for large
+    samples. ``"auto"`` (default) uses the permutation test up to :data:`FEATURES_ABOVE` pooled points and the
+    features above it (when every kernel is stationary).
 
     Args:
-        X: (n, d) float array, the sample of P.
+        X: (n, d) float array, the sample of P; with ``method="features"`` also a
+            :class:`~bayeskern.sharding.RowShards` (then Y too): every process gathers the rows, the processes
+            compute the feature sums in turn, and the result equals the one-process test's to rounding.
         Y: (m, d) float array, the sample of Q.
         kernel: a :class:`~bayeskern.kernels.Kernel`; None or ``"median"`` for an RBF with the median-heuristic
             lengthscale of the pooled sample; or a kernel rule ``rule(X, Y, *, key) -> Kernel`` such as
@@ -229,20 +242,26 @@ def mmd_test(
             (``"bayes"``: kernels at the modes of the BKE posterior of the pooled sample plus a bandwidth floor;
             see the guide).
         key: PRNG key (``jax.random.key``) for the permutations; needed unless ``estimator="linear"``.
-        n_permutations: number B of relabellings, an integer >= 1.
-        estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"`` with the permutation null;
-            ``"linear"``: the linear-time statistic with its asymptotic normal null (for very large n).
+        n_permutations: number B of relabellings, an integer >= 1 (with features: at least B cyclic shifts, at
+            most 2 B + 1, as many as divide the sample most evenly).
+        estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"``, with the permutation or feature null;
+            ``"linear"``: the linear-time statistic with its asymptotic normal null.
+        method: ``"auto"``, ``"permutation"`` or ``"features"`` (see above).
+        num_features: R, random frequencies per kernel with ``method="features"`` (each gives a cosine and a sine).
+        progress_bar: show progress on stderr (features); None shows it from 10^5 pooled points on.
         block_size: rows per block of the matrix-free passes.
         max_label_columns: memory cap on permutations evaluated together (labels x points).
 
     Returns:
-        HypothesisTestResult: statistic, p-value, the permutation statistics and the kernel used; for an
-        aggregated test an :class:`~bayeskern.AggregatedTestResult` (statistic max_k log(w_k / p_k), and each
-        kernel's weight, statistic and own p-value).
+        HypothesisTestResult: statistic, p-value, the null statistics, the kernel used and ``method``
+        (``"permutation"`` or ``"features"``); for an aggregated test an :class:`~bayeskern.AggregatedTestResult`
+        (statistic max_k log(w_k / p_k), and each kernel's weight, statistic and own p-value).
 
     Raises:
-        ValueError: for inputs of different dimension, fewer than 2 points, an unknown estimator, a missing key,
-            n_permutations < 1, or an aggregated test with ``estimator="linear"``.
+        TypeError: for RowShards with ``method`` other than ``"features"``, or ``method="features"`` with a kernel
+            that has no spectral measure (not stationary).
+        ValueError: for inputs of different dimension, fewer than 2 points, an unknown estimator or method, a missing
+            key, n_permutations or num_features < 1, or an aggregated test with ``estimator="linear"``.
 
     Examples:
         >>> import jax, numpy as np, bayeskern as bk
@@ -254,10 +273,18 @@ def mmd_test(
     """
     if estimator not in _ESTIMATORS:
         raise ValueError(f"estimator must be one of {_ESTIMATORS}, got {estimator!r}")
-    reject_row_shards("mmd_test", X=X, Y=Y)
+    if method not in _METHODS:
+        raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+    distributed = isinstance(X, RowShards) or isinstance(Y, RowShards)
+    if distributed:
+        if method != "features":
+            raise TypeError(f"mmd_test with method={method!r} takes X and Y on one process, got a RowShards: pass "
+                            "method='features' for the test on rows spread over processes")
+        X, Y = (gather_rows(A) if isinstance(A, RowShards) else A for A in (X, Y))
     if key is not None:
         check_key(key)
     n_permutations = check_count(n_permutations, "n_permutations")
+    num_features = check_count(num_features, "num_features")
     block_size, max_label_columns = check_count(block_size, "block_size"), check_count(max_label_columns,
                                                                                       "max_label_columns")
     kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
@@ -267,6 +294,15 @@ def mmd_test(
                          "estimator must be 'unbiased' or 'biased', not 'linear'")
     X, Y = _prepare_samples(X, Y, collection.kernels[0] if collection else kernel, 2)
     check_same_dim(X, Y, "X and Y")
+    kernels = collection.kernels if collection else (kernel,)
+    if estimator != "linear" and uses_features(method, X.shape[0] + Y.shape[0], kernels):
+        if key is None:
+            raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
+        layout = cyclic_layout(X.shape[0] + Y.shape[0], n_permutations, key)
+        stats = mmd_feature_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout,
+                                       jax.random.fold_in(key, _FEATURE_STREAM), num_features, estimator,
+                                       progress_bar, distributed)
+        return _result(stats, kernel, collection, "features")
 
     if estimator == "linear":
         h = _linear_h(kernel, X, Y)
@@ -278,15 +314,20 @@ def mmd_test(
 
     if key is None:
         raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
-    stats = _permutation_statistics(collection.kernels if collection else (kernel,), X, Y, key, n_permutations,
-                                    estimator, block_size, max_label_columns)
+    stats = _permutation_statistics(kernels, X, Y, key, n_permutations, estimator, block_size, max_label_columns)
+    return _result(stats, kernel, collection, "permutation")
+
+
+def _result(stats, kernel, collection, method):
+    """The test's result from (B + 1, K) statistics, row 0 observed: plain for one kernel, aggregated for a
+    collection."""
     if collection is None:
         observed, null = float(stats[0, 0]), stats[1:, 0]
-        return HypothesisTestResult(observed, permutation_p_value(observed, null), "permutation", null, (kernel,))
+        return HypothesisTestResult(observed, permutation_p_value(observed, null), method, null, (kernel,))
     aggregated, p = aggregate_statistics(stats, collection.weights)
     observed, null = float(aggregated[0]), aggregated[1:]
-    return AggregatedTestResult(observed, permutation_p_value(observed, null), "permutation", null,
-                                collection.kernels, collection.weights, stats[0], p[0], collection.labels)
+    return AggregatedTestResult(observed, permutation_p_value(observed, null), method, null, collection.kernels,
+                                collection.weights, stats[0], p[0], collection.labels)
 
 
 def _permutation_statistics(kernels, X, Y, key, n_permutations, estimator, block_size, max_label_columns):

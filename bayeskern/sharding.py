@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["row_mesh", "shard_rows", "RowShards", "load_rows", "local_rows"]
+__all__ = ["row_mesh", "shard_rows", "RowShards", "load_rows", "local_rows", "gather_rows"]
 
 AXIS = "rows"
 
@@ -300,6 +300,28 @@ def local_rows(rows: RowShards) -> np.ndarray:
     shards = sorted(rows.values.addressable_shards, key=lambda s: s.index[0].start or 0)
     masks = {(s.index[0].start or 0): np.asarray(s.data) for s in rows.mask.addressable_shards}
     return np.concatenate([np.asarray(s.data)[masks[s.index[0].start or 0]] for s in shards])
+
+
+def gather_rows(rows: RowShards) -> np.ndarray:
+    """Every real row of the sample, in process order, on every process (a collective: call it on every process).
+
+    For computations whose cost is linear in the rows but which need rows from all processes together (the
+    random-feature tests lay rows out at random); the values cross the network once.
+
+    Args:
+        rows: a RowShards.
+
+    Returns:
+        (n, ...) NumPy array, the whole sample.
+
+    Raises:
+        TypeError: when rows is not a RowShards.
+    """
+    if not isinstance(rows, RowShards):
+        raise TypeError(f"rows must be a RowShards (shard_rows), got {type(rows).__name__}")
+    replicated = NamedSharding(rows.mesh, PartitionSpec())
+    values, mask = jax.jit(lambda v, m: (v, m), out_shardings=(replicated, replicated))(rows.values, rows.mask)
+    return np.asarray(values)[np.asarray(mask)]
 
 
 def shard_map_rows(fn, rows_args: int, mesh: Mesh, out_sharded: bool):

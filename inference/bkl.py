@@ -2,8 +2,8 @@
 
 import jax.numpy as jnp
 
-from bayeskern._validation import as_points, check_same_dim
-from bayeskern.bke.inducing import hold_out_inducing
+from bayeskern._validation import as_points, check_same_dim, num_distinct_rows
+from bayeskern.bke.inducing import hold_out_inducing, span_coordinates
 from bayeskern.kernels import RBF
 
 from .type2 import Type2Result, fit_type2
@@ -14,13 +14,15 @@ __all__ = ["bkl_fit", "bkl_kernel"]
 def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> Type2Result:
     """Type-II ML of the BKE pseudolikelihood on the pooled sample [X; Y] (the fit behind :func:`bkl_kernel`).
 
-    The labels are not used, so a permutation test with the learned kernel keeps its level.
+    The labels are not used, so a permutation test with the learned kernel keeps its level. An isotropic fit runs
+    in the pooled sample's affine span (:func:`bayeskern.bke.span_coordinates`), so constant columns and low-rank
+    data are accepted; repeated rows are too (:func:`bayeskern.bke.hold_out_inducing`).
 
     Args:
         X: (n, D) sample.
         Y: optional (m, D) second sample, pooled with X.
         key: PRNG key: ``m`` inducing points are held out of the pooled sample at random.
-        m: number of inducing points (default ``min(100, max(D, N // 10))``).
+        m: number of inducing points (default ``min(100, max(D, N // 10))``, D the dimension of the span).
         tau2: the fixed noise variance.
         **fit_kwargs: passed to :func:`fit_type2`.
 
@@ -29,7 +31,8 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
 
     Raises:
         TypeError: for a key that is not a PRNG key or data that are not real numbers.
-        ValueError: for non-finite data, samples of different dimensions or m outside [D, N).
+        ValueError: for non-finite data, samples of different dimensions, a sample of one repeated point or m
+            outside [1, number of distinct points).
         RuntimeError: when float64 is off.
     """
     pooled = as_points(X, "X")
@@ -37,6 +40,8 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
         Y = as_points(Y, "Y")
         check_same_dim(pooled, Y, "X and Y")
         pooled = jnp.concatenate([pooled, Y])
+    if not fit_kwargs.get("ard", False):   # an isotropic kernel sees only distances: fit in the sample's own span
+        pooled = span_coordinates(pooled)
     X_rest, Z = hold_out_inducing(pooled, key, m)
     return fit_type2(X_rest, Z, tau2, **fit_kwargs)
 
@@ -46,7 +51,8 @@ def bkl_kernel(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) 
 
     A kernel rule for :func:`bayeskern.mmd_test` and :func:`bayeskern.hsic_test`: type-II maximum likelihood of
     the BKE pseudolikelihood on [X; Y] with m held-out inducing points (see :func:`bkl_fit`). Labels are not used,
-    so a test with this kernel keeps its level.
+    so a test with this kernel keeps its level. A sample of one repeated point has no scale to learn and gets
+    RBF(1.0) (every kernel gives it the same statistics).
 
     Args:
         X: (n, d) sample.
@@ -72,5 +78,8 @@ def bkl_kernel(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) 
         >>> type(kernel).__name__, bool(float(kernel.lengthscale) > 0)
         ('RBF', True)
     """
+    pooled = as_points(X, "X") if Y is None else jnp.concatenate([as_points(X, "X"), as_points(Y, "Y")])
+    if num_distinct_rows(pooled) < 2:   # a sample of one point: every kernel gives the same (zero) statistics
+        return RBF(1.0)
     return bkl_fit(X, Y, key=key, m=m, tau2=tau2, **fit_kwargs).kernel()
 

@@ -116,10 +116,12 @@ def test_inducing_points_default_rule_and_bad_inputs():
     X, Z = hold_out_inducing(data, jax.random.key(0))
     assert Z.shape == (6, 2) and X.shape == (54, 2)
     assert not (np.asarray(X)[:, None, :] == np.asarray(Z)[None]).all(-1).any()
-    with pytest.raises(ValueError, match="at least D"):
-        hold_out_inducing(data, jax.random.key(0), m=1)
+    with pytest.raises(ValueError, match="m must be"):
+        hold_out_inducing(data, jax.random.key(0), m=0)
     with pytest.raises(ValueError, match="too few"):
         hold_out_inducing(data[:3], jax.random.key(0), m=3)
+    with pytest.raises(ValueError, match="3 distinct points: too few"):
+        hold_out_inducing(np.repeat(data[:3], 4, axis=0), jax.random.key(0), m=3)
     with pytest.raises(ValueError, match="tau2 must be positive"):
         fit_type2(X, Z, tau2=-1.0)
     with pytest.raises(ValueError, match="grid must be"):
@@ -131,6 +133,29 @@ def test_inducing_points_default_rule_and_bad_inputs():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fit_type2(X, Z)  # no spurious warnings on an ordinary problem
+
+
+def test_held_out_inducing_points_are_distinct_and_take_their_copies_with_them():
+    """Repeated rows (every row twice, plus rounded values) give m distinct inducing points, no copy of which stays
+    among the likelihood points; without repeats the split is the plain random one (first m of a random order)."""
+    rng = np.random.default_rng(3)
+    base = np.round(rng.standard_normal((40, 2)), 1)
+    data = np.concatenate([base, base, base[:5]])
+    X, Z = hold_out_inducing(data, jax.random.key(1), m=10)
+    Z, X = np.asarray(Z), np.asarray(X)
+    assert len(np.unique(Z, axis=0)) == 10
+    assert not (X[:, None, :] == Z[None]).all(-1).any()
+    copies = sum(int((data == z).all(1).sum()) for z in Z)
+    assert X.shape == (len(data) - copies, 2)
+    order = np.asarray(jax.random.permutation(jax.random.key(1), 40))
+    X0, Z0 = hold_out_inducing(base + 1e-3 * np.arange(40)[:, None], jax.random.key(1), m=10)
+    np.testing.assert_array_equal(np.asarray(Z0), (base + 1e-3 * np.arange(40)[:, None])[order[:10]])
+    np.testing.assert_array_equal(np.asarray(X0), (base + 1e-3 * np.arange(40)[:, None])[order[10:]])
+    fit = fit_type2(X, Z)   # the pseudolikelihood is finite on the result
+    assert np.isfinite(fit.log_likelihood)
+    Xh, Zh = herding_inducing(data, 6)
+    Xh, Zh = np.asarray(Xh), np.asarray(Zh)
+    assert len(np.unique(Zh, axis=0)) == 6 and not (Xh[:, None, :] == Zh[None]).all(-1).any()
 
 
 def test_herding_inducing_points_follow_the_greedy_rule_and_represent_the_sample():

@@ -190,7 +190,7 @@ def test_shard_rows_pads_uneven_rows_with_a_mask_in_one_process():
     assert np.array_equal(local_rows(Xs), X)
     with pytest.raises(ValueError, match="empty"):
         shard_rows(np.zeros((0, 3)))
-    with pytest.raises(TypeError, match="mmd_test takes X on one process"):
+    with pytest.raises(TypeError, match="mmd_test with method='auto' takes X and Y on one process"):
         bk.mmd_test(Xs, X, bk.RBF(1.0), key=jax.random.key(0))
     for columns in (slice(0, 1), 2, [2, 0]):  # columns of the sharded sample, rows still split
         part = Xs[:, columns]

@@ -6,11 +6,12 @@ import jax
 import numpy as np
 
 from .._kernel_choice import register_named_rule
-from .._validation import as_points, check_count, check_key
+from .._validation import as_points, check_count, check_key, check_positive, num_distinct_rows
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import squared_distances
 from ..aggregate import FAMILIES, AggregatedTestResult, KernelCollection
 from .hyper import lengthscale_posterior
+from .inducing import span_coordinates
 from .posterior import WitnessPosterior, witness_posterior
 
 __all__ = ["BayesAggregate", "aggregated_witness", "TWO_SAMPLE_RULE", "MARGINAL_RULE"]
@@ -26,6 +27,10 @@ def _distance_range(Z, key, max_points=500):
     if d.size == 0:
         raise ValueError("the pooled sample has fewer than two distinct points: no kernel scale can be chosen")
     return float(np.quantile(d, 0.05)), float(d.max())
+
+
+_MIN_DISTINCT = 8          # fewer distinct points resolve no kernel scale: the bandwidth floor alone
+_SUBSAMPLE_STREAM = 0x5B   # fold_in tag of the subsample above max_points (independent of the inducing points)
 
 
 @dataclass(frozen=True)
@@ -48,11 +53,14 @@ class BayesAggregate:
             pseudolikelihood resolves the sample at a scale set by m (fewer points, coarser scales), so the rule
             averages the tempered posterior over these m (a uniform prior over them).
         max_modes: the heaviest modes kept for each m (those with at least 1 % of the heaviest one's mass).
-        tau2: the noise variance of the BKE model.
+        tau2: the noise variance of the BKE model, > 0.
+        max_points: above this many pooled points the posterior is computed on a random subsample of this size (the
+            kernel scale of a sample is resolved long before 10^5 points; the subsample, drawn with the test's key,
+            uses no labels, so the level stays exact).
 
     Raises:
-        ValueError: for an unknown family, a share outside (0, 1], counts below their minimum, or a share below
-            1 with no floor.
+        ValueError: for an unknown family, a share outside (0, 1], counts below their minimum, a share below 1 with
+            no floor, or tau2 not positive and finite.
     """
 
     families: tuple = ("gaussian", "exponential")
@@ -61,6 +69,7 @@ class BayesAggregate:
     inducing: tuple = (10, 30, 100)
     max_modes: int = 2
     tau2: float = 1.0
+    max_points: int = 2000
 
     def __post_init__(self):
         families = (self.families,) if isinstance(self.families, str) else tuple(self.families)
@@ -69,6 +78,8 @@ class BayesAggregate:
         object.__setattr__(self, "families", families)
         check_count(self.num_bandwidths, "num_bandwidths", 0)
         check_count(self.max_modes, "max_modes")
+        check_count(self.max_points, "max_points", 8)
+        object.__setattr__(self, "tau2", float(check_positive(self.tau2, "tau2")))
         inducing = (self.inducing,) if isinstance(self.inducing, (int, np.integer)) else tuple(self.inducing)
         if not inducing:
             raise ValueError("inducing must name at least one number of inducing points")
@@ -101,7 +112,10 @@ class BayesAggregate:
                 raise ValueError(f"X and Y must have the same dimension, got {pooled.shape[1]} and {Y.shape[1]}")
             pooled = np.concatenate([np.asarray(pooled), np.asarray(Y)])
         k_post, k_dist = jax.random.split(key)
+        if num_distinct_rows(pooled) < 2:   # every statistic is 0 under any kernel: the test answers p = 1
+            return KernelCollection.single(FAMILIES[self.families[0]](1.0), "any kernel (the sample is one point)")
         modes = self._posterior_modes(pooled, k_post)
+        share = self.posterior_share if modes else 0.0
         F = len(self.families)
         kernels, weights, labels = [], [], []
         for family in self.families:
@@ -115,14 +129,21 @@ class BayesAggregate:
             for family in self.families:
                 for ell in grid:
                     kernels.append(FAMILIES[family](float(ell)))
-                    weights.append((1 - self.posterior_share) / (F * len(grid)))
+                    weights.append((1 - share) / (F * len(grid)))
                     labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
         return KernelCollection(tuple(kernels), np.array(weights), tuple(labels))
 
     def _posterior_modes(self, pooled, key) -> dict:
-        """{lengthscale: mass} of the heaviest modes for each number of inducing points, masses averaged over them."""
-        N, D = pooled.shape
-        sizes = sorted({min(max(m, D), max(D, N // 4)) for m in self.inducing})
+        """{lengthscale: mass} of the heaviest modes for each number of inducing points, masses averaged over them
+        (empty for a sample of fewer than ``_MIN_DISTINCT`` distinct points: the floor alone then)."""
+        if pooled.shape[0] > self.max_points:
+            pooled = jax.random.choice(jax.random.fold_in(key, _SUBSAMPLE_STREAM), pooled, (self.max_points,),
+                                       replace=False)
+        distinct = num_distinct_rows(pooled)
+        if distinct < _MIN_DISTINCT:
+            return {}
+        pooled = span_coordinates(pooled)
+        sizes = sorted({min(m, distinct // 4) for m in self.inducing})
         med = float(median_heuristic(pooled, key=jax.random.fold_in(key, len(sizes))))
         grid = np.geomspace(0.01 * med, 3.0 * med, 81)
         modes = {}

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._validation import as_points, as_real_array, check_count, check_key, check_positive
+from .._validation import as_real_array, check_count, check_key, check_positive
 from ..kernels.heuristics import median_heuristic
-from .inducing import hold_out_inducing
+from .inducing import hold_out_inducing, span_coordinates
 from .objective import SEPseudolikelihood
 
 __all__ = ["LengthscalePosterior", "lengthscale_posterior"]
@@ -66,7 +66,10 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
     """The BKE posterior over an isotropic SE lengthscale of one sample, on a log grid, with all its modes.
 
     The pseudolikelihood L(theta) of Flaxman et al. (2016, eq. 15) is evaluated on ``m`` inducing points held out
-    of X at random (drawn with ``key``) and the rest of X. It is often multimodal (a within-cluster and a
+    of X at random (drawn with ``key``) and the rest of X, in X's own affine span (:func:`span_coordinates`: constant
+    columns and low-rank embeddings are accepted; the kernel is isotropic, so nothing else changes). With fewer
+    inducing points than dimensions (m < D) the log-volume is that of the m x m side of the Jacobian and an
+    evaluation costs O(n m + m^3) after O(n m D) distances (see :func:`log_volume`). It is often multimodal (a within-cluster and a
     between-cluster scale, say), and exp(L) treats each of the n points as a separate observation of the
     embedding, so its modes differ by hundreds of nats and move with the held-out points. The posterior here is
     tempered to one observation's worth, exp(L / n) under a flat prior in log(theta): a power posterior
@@ -75,7 +78,8 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
     Args:
         X: (N, D) sample (for a two-sample problem: the pooled, unlabelled sample).
         key: PRNG key for the held-out inducing points.
-        m: number of inducing points, D <= m < N (default :func:`default_num_inducing`).
+        m: number of inducing points, at least 1 and below the number of distinct points (default
+            :func:`default_num_inducing`).
         tau2: the noise variance tau^2 > 0.
         grid: (G,) positive lengthscales (default ``size`` points log-spaced on [median / 100, 3 median] of the
             pairwise distances).
@@ -86,12 +90,12 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
 
     Raises:
         TypeError: for a key that is not a PRNG key or data that are not real numbers.
-        ValueError: for non-finite data, m outside [D, N), a grid that is not 1-D with at least 3 positive values,
-            size below 3, or tau2 not positive.
+        ValueError: for non-finite data, a sample of one repeated point, m outside [1, number of distinct points),
+            a grid that is not 1-D with at least 3 positive values, size below 3, or tau2 not positive.
         FloatingPointError: when L is -inf on the whole grid.
         RuntimeError: when float64 is off.
     """
-    X = as_points(X, "X")
+    X = span_coordinates(X)
     check_key(key)
     tau2 = float(check_positive(tau2, "tau2"))
     size = check_count(size, "size", 3)

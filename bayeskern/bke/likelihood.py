@@ -10,10 +10,10 @@ from jax.flatten_util import ravel_pytree
 from jax.scipy.special import logsumexp
 
 from .._config import require_x64
-from .._validation import as_matrix, as_points, check_positive, is_concrete, num_points
+from .._validation import as_matrix, as_points, check_positive, is_concrete, num_points, row_keys
 from ..sharding import RowShards, any_process, local_rows, shard_map_rows
 from ..kernels.base import Kernel
-from ..kernels.stationary import RBF, RBFFull, se_scale_tril
+from ..kernels.stationary import RBF, RBFFull, se_scale_tril, squared_distances
 from ..linalg import CholeskyError, jittered_cholesky
 from ..linalg.dense import logdet_unchecked, whiten_unchecked
 from .convolved import ConvolvedSE
@@ -128,6 +128,8 @@ def _log_abs_diag_r(A):
     factor are backward stable, so columns of very different lengths lose nothing but their own rounding.
     """
     D = A.shape[-1]
+    if D > A.shape[-2]:
+        raise ValueError(f"the QR of an m x D Jacobian needs m >= D here, got {A.shape[-2:]}")
     if D > _UNROLLED_QR_MAX_DIM:
         return jnp.log(jnp.abs(jnp.diagonal(jnp.linalg.qr(A, mode="r"), axis1=-2, axis2=-1)))
     cols = [A[..., d] for d in range(D)]
@@ -148,14 +150,22 @@ def _se_weights(x, Z, Ls):
     return -jnp.sum(a**2, axis=0), v
 
 
+def _log_volume_factor(J):
+    """log |diag R| of the thin QR of the m x D Jacobians J (..., m, D) or, for m < D, of their transposes: the
+    min(m, D) logarithms whose sum is log sqrt(det J^T J) (m >= D) or log sqrt(det J J^T) (m < D)."""
+    return _log_abs_diag_r(J if J.shape[-2] >= J.shape[-1] else jnp.swapaxes(J, -1, -2))
+
+
 def _se_features_and_log_gamma(X, Z, Ls):
-    """K = k(X, Z) (n, m), log sqrt(det J^T J) (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
+    """K = k(X, Z) (n, m), log gamma (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
 
     J^T J = sum_l k(x, z_l)^2 Sigma^{-1} (x - z_l)(x - z_l)^T Sigma^{-1} in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
     v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
-    overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2).
+    overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2). With fewer
+    inducing points than dimensions (m < D) the volume is that of the m x m side, log sqrt(det J J^T).
     """
     D = X.shape[1]
+    side = min(D, Z.shape[0])
     Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
     a = Xw[:, None, :] - Zw[None, :, :]  # (n, m, D)
     r2 = jnp.sum(a**2, axis=-1)
@@ -166,8 +176,8 @@ def _se_features_and_log_gamma(X, Z, Ls):
     cols = scale[..., None] * (a @ back.T)  # (n, m, D): rows exp(-(r2_l - min r2) / 2) v_l
     if D == 1:
         return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[..., 0] ** 2, axis=1)), jnp.ones_like(r2_min)
-    log_r = _log_abs_diag_r(cols)
-    return K, -0.5 * D * r2_min + jnp.sum(log_r, axis=1), jnp.exp(log_r[:, -1] - log_r[:, 0])
+    log_r = _log_volume_factor(cols)
+    return K, -0.5 * side * r2_min + jnp.sum(log_r, axis=1), jnp.exp(log_r[:, -1] - log_r[:, 0])
 
 
 def _log_gamma_cauchy_binet_2d(x, Z, Ls):
@@ -184,7 +194,7 @@ _QR_RATIO_MIN = 1e-6  # below this |R_22| / |R_11| the D = 2 QR loses accuracy: 
 
 def _log_volume_se(X, Z, Ls, out, ratio):
     """Per-point log gamma from the QR values, with the D = 2 Cauchy-Binet fallback where the QR is inaccurate."""
-    if X.shape[1] != 2:
+    if X.shape[1] != 2 or Z.shape[0] < 2:
         return out
     bad = ratio < _QR_RATIO_MIN
 
@@ -214,18 +224,24 @@ def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
 
 
 def _log_gamma_autodiff(x, Z, kernel):
-    """log sqrt(det J^T J) with J = d phi_z / dx by forward-mode autodiff and a globally scaled thin QR."""
+    """log sqrt(det J^T J) (m >= D) or log sqrt(det J J^T) (m < D) with J = d phi_z / dx by forward-mode autodiff
+    and a globally scaled thin QR."""
     J = jax.jacfwd(lambda p: kernel.evaluate(p[None, :], Z)[0])(x)  # (m, D)
     scale = jnp.max(jnp.linalg.norm(J, axis=1))
-    return jnp.sum(_log_abs_diag_r(J / scale)) + J.shape[1] * jnp.log(scale)
+    return jnp.sum(_log_volume_factor(J / scale)) + min(J.shape) * jnp.log(scale)
 
 
 def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str = "exact"):
-    """Per-point log-volume term log gamma(x_i) = 0.5 log det(J^T J) of the map x -> phi_z(x), J = d phi_z / dx.
+    """Per-point log-volume term log gamma(x_i) of the map x -> phi_z(x) from R^D to R^m, J = d phi_z / dx.
+
+    With at least as many inducing points as dimensions (m >= D) the map is an immersion and log gamma =
+    0.5 log det(J^T J), the volume of Flaxman et al. (2016, eq. 13). With fewer (m < D, high-dimensional data) J^T J
+    is singular and the volume of the m x m side is used instead, log gamma = 0.5 log det(J J^T): the two agree at
+    m = D, and the m x m side costs O(m^2 D) per point instead of O(m D^2).
 
     Args:
         X: (n, D) points.
-        Z: (m, D) inducing points, m >= D.
+        Z: (m, D) inducing points.
         kernel: the embedding kernel.
         method: ``"closed"``: log-space closed form for SE kernels (RBF, ARD, RBFFull), stable for distant
             inducing points; ``"autodiff"``: forward-mode Jacobian and a QR factor, for any differentiable kernel.
@@ -250,14 +266,8 @@ def _log_volume_points(X, Z, kernel, method, convention):
     return _features_and_log_volume(X, Z, kernel, method, convention, True)[1]
 
 
-def _row_keys(A):
-    """One hashable key per row (exact float equality), so membership tests cost O(n log n), not O(nm)."""
-    A = np.ascontiguousarray(np.asarray(A, dtype=np.float64) + 0.0)  # + 0.0 maps -0.0 to 0.0
-    return A.view(np.dtype((np.void, A.dtype.itemsize * A.shape[1]))).ravel()
-
-
 def check_inducing_points(X, Z):
-    """Validate inducing points against the likelihood points: m >= D, distinct, none of them in X.
+    """Validate inducing points against the likelihood points: distinct, none of them in X.
 
     Args:
         X: (n, D) likelihood points, or a :class:`~bayeskern.sharding.RowShards` (each process checks its own rows).
@@ -268,8 +278,8 @@ def check_inducing_points(X, Z):
 
     Raises:
         TypeError: for data that are not real numbers.
-        ValueError: for non-finite points, dimensions that differ, m < D, duplicated inducing points or inducing
-            points that are points of X.
+        ValueError: for non-finite points, dimensions that differ, duplicated inducing points or inducing points
+            that are points of X.
     """
     sharded = isinstance(X, RowShards)
     X = X.with_values(as_points(X.values, "X")) if sharded else as_points(X, "X")
@@ -277,13 +287,11 @@ def check_inducing_points(X, Z):
     dim = X.values.shape[1] if sharded else X.shape[1]
     if Z.shape[1] != dim:
         raise ValueError(f"Z has dimension {Z.shape[1]} but X has dimension {dim}")
-    if Z.shape[0] < Z.shape[1]:
-        raise ValueError(f"need m >= D inducing points for the log-volume term, got m = {Z.shape[0]} < D = {Z.shape[1]}")
     if is_concrete((X, Z)):
-        Zn = _row_keys(Z)
+        Zn = row_keys(Z)
         if len(np.unique(Zn)) < len(Zn):
             raise ValueError("Z contains duplicated inducing points; they must be distinct (general position)")
-        shared = np.isin(_row_keys(local_rows(X) if sharded else X), Zn).any()
+        shared = np.isin(row_keys(local_rows(X) if sharded else X), Zn).any()
         if any_process(shared) if sharded else shared:
             raise ValueError("some inducing points Z are also points of X: hold them out of the likelihood")
     return X, Z
@@ -413,7 +421,7 @@ def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume
     """Per chunk of rows of X (where ``keep``): counts, feature means (chunks, m), centred sums of squares and
     log-volume sums."""
     n, dim = X.shape
-    size = max(1, min(n, _CHUNK_ENTRIES // Z.shape[0]))
+    size = max(1, min(n, _CHUNK_ENTRIES // (Z.shape[0] * max(1, dim // 16))))  # the (size, m, D) differences stay small
     chunks = -(-n // size)
     padded = jnp.concatenate([X, jnp.broadcast_to(X[:1], (chunks * size - n, dim))])
     valid = jnp.concatenate([keep, jnp.zeros(chunks * size - n, bool)]).reshape(chunks, size)
@@ -431,13 +439,31 @@ def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume
     return jax.lax.map(chunk, (padded.reshape(chunks, size, dim), valid))
 
 
-def _one_dimensional_se(kernel, prior_cov, X, Z, volume, convention, with_volume) -> bool:
-    """Whether the fused D = 1 form applies: one isotropic SE lengthscale, the exact model with its closed-form
-    volume and Lebesgue measure, all rows on one device, and K_zx small enough to hold whole."""
-    return (isinstance(kernel, RBF) and jnp.size(kernel.lengthscale) == 1 and not isinstance(X, RowShards)
-            and X.shape[1] == 1 and volume == "closed" and with_volume and convention == "exact"
+def _fused_form(kernel, prior_cov, X, Z, volume, convention, with_volume):
+    """Which fused form applies, if any: ``"one_dimensional"`` (D = 1) or ``"wide"`` (m < D), for one isotropic SE
+    lengthscale, the exact model with its closed-form volume and Lebesgue measure, all rows on one device, and K_zx
+    small enough to hold whole; else None (the streamed pass)."""
+    if not (isinstance(kernel, RBF) and jnp.size(kernel.lengthscale) == 1 and not isinstance(X, RowShards)
+            and volume == "closed" and with_volume and convention == "exact"
             and isinstance(prior_cov, ConvolvedSE) and prior_cov.base is kernel and prior_cov.nu == "lebesgue"
-            and prior_cov.r_scale == "exact" and X.shape[0] * Z.shape[0] <= FUSED_ENTRIES)
+            and prior_cov.r_scale == "exact"):
+        return None
+    return fused_shape(X, Z)
+
+
+def fused_shape(X, Z):
+    """``"one_dimensional"``, ``"wide"`` or None: the fused form the shapes of X (n, D) and Z (m, D) allow."""
+    n, dim = X.shape
+    if n * Z.shape[0] > FUSED_ENTRIES:
+        return None
+    return "one_dimensional" if dim == 1 else "wide" if Z.shape[0] < dim else None
+
+
+def fused_inputs(X, Z):
+    """The data-only inputs of the fused form of X and Z (computed once and reused by every evaluation), or None."""
+    form = fused_shape(X, Z)
+    return None if form is None else one_dimensional_distances(X, Z) if form == "one_dimensional" else \
+        wide_inputs(X, Z)
 
 
 def one_dimensional_distances(X, Z):
@@ -504,19 +530,77 @@ def _se_1d_pseudolikelihood_jvp(primals, tangents):
 _se_1d_pseudolikelihood.defjvp(_se_1d_pseudolikelihood_jvp, symbolic_zeros=True)
 
 
+def wide_inputs(X, Z):
+    """(d2 (n, m), dz2 (m, m), c): squared distances from the points to the inducing points and among the inducing
+    points, and c = sum_i 0.5 log det(A_i A_i^T) with rows x_i - z_l of A_i: the data-only inputs of the fused m < D
+    pseudolikelihood.
+
+    A point whose differences x_i - z_l are linearly dependent (lattice or repeated values) has volume 0 at every
+    lengthscale; its term of c is the log pseudo-determinant (the eigenvalues above NumPy's rank tolerance). That is
+    the limit of the same data with a vanishing amount of noise added, up to a constant free of the lengthscale: its
+    dependence on the lengthscale is that of points in general position, where the pass over the Jacobians (the
+    streamed form) says -inf.
+    """
+    return _wide_inputs(X, Z)
+
+
+_WIDE_BATCH = 256   # points per batch of the m x m log-determinants of the volume constant
+
+
+@jax.jit
+def _wide_inputs(X, Z):
+    d2, dz2 = squared_distances(X, Z), squared_distances(Z, Z)
+    m = Z.shape[0]
+
+    def half_log_pdet(row):   # (x - z_l).(x - z_l') from distances: (|x - z_l|^2 + |x - z_l'|^2 - |z_l - z_l'|^2) / 2
+        eigenvalues = jnp.linalg.eigvalsh(0.5 * (row[:, None] + row[None, :] - dz2))
+        kept = eigenvalues > m * jnp.finfo(eigenvalues.dtype).eps * eigenvalues[-1]
+        return 0.5 * jnp.sum(jnp.where(kept, jnp.log(jnp.where(kept, eigenvalues, 1.0)), 0.0))
+
+    return d2, dz2, jnp.sum(jax.lax.map(half_log_pdet, d2, batch_size=_WIDE_BATCH))
+
+
+def _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, tau2, dim):
+    """L(l, tau2) for m < D from the inputs of :func:`wide_inputs`, in O(n m + m^3) per evaluation.
+
+    The log-volume of the m x m side is closed-form for an isotropic SE kernel: J J^T = diag(k) A A^T diag(k) / l^4,
+    so log gamma_i = -sum_l d2_il / (2 l^2) - 2 m log l + 0.5 log det(A_i A_i^T), the last term free of l. The prior
+    covariance r = (pi l^2)^(D/2) exp(-dz2 / (4 l^2)) over- or underflows in high dimension, so R + (tau2 / n) I is
+    factorised as e^t (e^(log c - t) R~ + e^(log s - t) I) with t the larger of log c and log s = log(tau2 / n).
+    """
+    n, m = d2.shape
+    s = 1.0 / lengthscale**2
+    K = jnp.exp(-0.5 * s * d2)
+    mu = jnp.mean(K, axis=0)
+    e2 = jnp.sum((K - mu) ** 2)
+    log_c = 0.5 * dim * jnp.log(jnp.pi) + dim * jnp.log(lengthscale)
+    log_s = jnp.log(tau2 / n)
+    top = jnp.maximum(log_c, log_s)
+    M = jnp.exp(log_c - top) * jnp.exp(-0.25 * s * dz2) + jnp.exp(log_s - top) * jnp.eye(m, dtype=d2.dtype)
+    L, _, ok = jittered_cholesky(M)
+    w = whiten_unchecked(L, mu)
+    gaussian = _kron_value(m * top + logdet_unchecked(L), jnp.exp(-top) * jnp.sum(w**2), e2, m, n, tau2)
+    volume = -0.5 * s * jnp.sum(d2) - 2.0 * m * n * jnp.log(lengthscale) + constant
+    return jnp.where(ok, gaussian + volume, -jnp.inf)
+
+
 def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, distances=None):
-    """L for checked inputs; the fused D = 1 form where it applies (decided here, where the prior covariance is
-    known to be built on this very kernel: inside the compiled function the two are separate copies)."""
-    fused = _one_dimensional_se(kernel, prior_cov, X, Z, volume, convention, with_volume)
+    """L for checked inputs; a fused form where it applies (decided here, where the prior covariance is known to be
+    built on this very kernel: inside the compiled function the two are separate copies)."""
+    fused = _fused_form(kernel, prior_cov, X, Z, volume, convention, with_volume)
     return _compiled_log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, fused,
                                           distances)
 
 
 @partial(jax.jit, static_argnames=("volume", "convention", "with_volume", "fused"))
 def _compiled_log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, fused, distances):
-    if fused:
+    lengthscale = jnp.reshape(kernel.lengthscale, ()) if fused else None
+    if fused == "one_dimensional":
         d2, d2min = one_dimensional_distances(X, Z) if distances is None else distances
-        return _se_1d_pseudolikelihood(jnp.reshape(kernel.lengthscale, ()), d2, d2min, Z[:, 0], jnp.asarray(tau2))
+        return _se_1d_pseudolikelihood(lengthscale, d2, d2min, Z[:, 0], jnp.asarray(tau2))
+    if fused == "wide":
+        d2, dz2, constant = _wide_inputs(X, Z) if distances is None else distances
+        return _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, jnp.asarray(tau2), X.shape[1])
     Rzz = prior_cov.evaluate(Z, Z)
     volume_convention = "exact" if convention == "exact" else "stan"
     if convention == "stan_as_printed":

@@ -9,8 +9,7 @@ from .._config import require_x64
 from ..kernels.stationary import RBF
 from ..sharding import RowShards
 from .convolved import ConvolvedSE
-from .likelihood import (_CONVENTIONS, FUSED_ENTRIES, _log_pseudolikelihood, check_inducing_points,
-                         one_dimensional_distances)
+from .likelihood import _CONVENTIONS, _log_pseudolikelihood, check_inducing_points, fused_inputs
 
 __all__ = ["SEPseudolikelihood"]
 
@@ -23,9 +22,10 @@ class SEPseudolikelihood:
 
     Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure, jit/grad/vmap-able and
     returns -inf where R_zz + tau2/n I cannot be factorised, so optimisers and NUTS reject the point instead of
-    seeing NaN. For D = 1 on one process (n m up to 2^22) the squared distances between X and Z are stored and every
-    evaluation runs a fused pass over them with a hand-derived lengthscale derivative: about 2.5x faster per
-    gradient, equal to the general pass to rounding.
+    seeing NaN. For one isotropic lengthscale on one process (n m up to 2^22) two shapes get a fused pass over stored
+    squared distances between X and Z, equal to the general pass to rounding: D = 1, with a hand-derived lengthscale
+    derivative (about 2.5x faster per gradient), and fewer inducing points than dimensions (m < D, high-dimensional
+    data), where the log-volume of the m x m side is closed-form and an evaluation costs O(n m + m^3) whatever D.
 
     Attributes:
         X: (n, D) points entering the likelihood, or a :class:`~bayeskern.sharding.RowShards`.
@@ -37,7 +37,7 @@ class SEPseudolikelihood:
         eta: the Gaussian measure's scale, or None.
         center: the Gaussian measure's centre, or None.
         r_scale: None (the convention's scale of r_theta), ``"exact"`` or ``"unit"``.
-        distances: the stored squared distances of the fused D = 1 pass, or None.
+        distances: the stored data-only inputs of a fused pass (D = 1 or m < D), or None.
         dim: D.
     """
 
@@ -54,7 +54,7 @@ class SEPseudolikelihood:
     @classmethod
     def build(cls, X, Z, *, convention: str = "exact", volume: str | None = "closed", nu: str = "lebesgue",
               eta=None, center=None, r_scale: str | None = None) -> "SEPseudolikelihood":
-        """Validate the data once (m >= D, distinct Z not in X, finite values) and build the objective.
+        """Validate the data once (distinct Z not in X, finite values) and build the objective.
 
         Args:
             X: (n, D) likelihood points, or a RowShards.
@@ -70,8 +70,8 @@ class SEPseudolikelihood:
             SEPseudolikelihood: the objective.
 
         Raises:
-            ValueError: for an unknown option, non-finite data, fewer than D or duplicated inducing points,
-                inducing points inside X, or ``"stan_as_printed"`` with a RowShards.
+            ValueError: for an unknown option, non-finite data, duplicated inducing points, inducing points inside
+                X, or ``"stan_as_printed"`` with a RowShards.
             RuntimeError: when float64 is off.
         """
         require_x64("SEPseudolikelihood")
@@ -85,8 +85,8 @@ class SEPseudolikelihood:
         ConvolvedSE(RBF(1.0), nu=nu, eta=eta, center=center, r_scale=r_scale or "exact")  # validates the options
         distances = None
         if (convention == "exact" and volume == "closed" and nu == "lebesgue" and r_scale in (None, "exact")
-                and not isinstance(X, RowShards) and X.shape[1] == 1 and X.shape[0] * Z.shape[0] <= FUSED_ENTRIES):
-            distances = one_dimensional_distances(X, Z)   # reused by every evaluation of the fused D = 1 form
+                and not isinstance(X, RowShards)):
+            distances = fused_inputs(X, Z)   # reused by every evaluation of a fused form (D = 1, or m < D)
         return cls(X, Z, convention, volume, nu, eta, center, r_scale, distances)
 
     @property

@@ -22,12 +22,15 @@ def median_heuristic(X, Y=None, *, convention: str = "half_sq", max_points: int 
         max_points: above this many pooled points the median is taken on a random subsample of that size.
         key: PRNG key of the subsample (default ``jax.random.key(0)``, so repeated calls agree).
 
+    When more than half the pairs are repeated points (binary or heavily rounded data) the median of all pairwise
+    distances is 0; the median of the distances between distinct points is returned instead.
+
     Returns:
         float: the lengthscale.
 
     Raises:
         ValueError: for an unknown convention, non-finite inputs, fewer than 2 pooled points, samples of different
-            dimension, or a zero median (more than half the pairs are duplicates).
+            dimension, or a sample of one repeated point.
 
     Examples:
         >>> import numpy as np, bayeskern as bk
@@ -48,7 +51,11 @@ def median_heuristic(X, Y=None, *, convention: str = "half_sq", max_points: int 
     if Z.shape[0] > max_points:
         key = jax.random.key(0) if key is None else key
         Z = jax.random.choice(key, Z, (max_points,), replace=False)
-    median = float(np.median(pdist(np.asarray(Z, dtype=np.float64))))  # on the host: no program per sample size
-    if not median > 0:
-        raise ValueError("median_heuristic: the median pairwise distance is 0 (more than half the pairs are duplicates)")
+    distances = pdist(np.asarray(Z, dtype=np.float64))  # on the host: no program per sample size
+    median = float(np.median(distances))
+    if not median > 0:   # more than half the pairs are repeated points: they carry no scale
+        positive = distances[distances > 0]
+        if positive.size == 0:
+            raise ValueError("median_heuristic: every pooled point is the same point, so there is no scale")
+        median = float(np.median(positive))
     return median * _CONVENTIONS[convention]
