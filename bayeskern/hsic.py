@@ -14,13 +14,14 @@ from ._validation import as_points, check_count, check_key, check_min_points, ch
 from .kernels.base import Kernel, TensorProduct
 from .kernels.blockwise import (DEFAULT_BLOCK_SIZE, block_row_reduce, check_kernel, diagonal_values, pair_sum,
                                 prepare_rows, row_sums)
-from .feature_tests import DEFAULT_NUM_FEATURES, cyclic_layout, hsic_feature_statistics, uses_features
+from .cyclic import (DEFAULT_NUM_FEATURES, choose_method, cyclic_layout, hsic_cyclic_statistics,
+                     hsic_feature_statistics)
 from .sharding import RowShards, check_same_layout, gather_rows
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["hsic_biased", "hsic_unbiased", "hsic_test"]
 
-_METHODS = ("auto", "permutation", "features", "gamma")
+_METHODS = ("auto", "permutation", "cyclic", "features", "gamma")
 _FEATURE_STREAM = 0xFE   # fold_in tag: the random frequencies use a key independent of the layout
 
 
@@ -211,17 +212,20 @@ def hsic_test(
             :class:`~bayeskern.KernelCollection` for either variable, every pair of kernels is tested at once
             (weights multiplied) and the aggregated test returns an :class:`~bayeskern.AggregatedTestResult`.
         key: PRNG key for the permutations (``method="permutation"``) and for kernel rules.
-        n_permutations: number B of permutations of Y, an integer >= 1.
+        n_permutations: number B of relabellings of Y, an integer >= 1 (cyclic and features: at least B shifts
+            and at most 2 max(B + 1, 256) - 1, unless the sample is smaller).
         method: ``"permutation"``: the biased HSIC_b against B permutations, p-value (1 + #{T_b >= T}) / (1 + B).
             Up to ``dense_max`` points the centred Gram matrices are formed once; above it every permutation is
-            a matrix-free pass (O(n^2) time, O(n) memory). ``"features"``: HSIC_b of ``num_features`` random Fourier
-            features per kernel against the cyclic shifts of Y in a random block layout of the pairs
-            (:mod:`bayeskern.feature_tests`): exact level, O(n R^2) per kernel pair. ``"auto"`` (default): the
-            permutation test up to ``FEATURES_ABOVE["hsic"]`` pairs, the features above (stationary kernels).
+            a matrix-free pass (O(n^2) time, O(n) memory). ``"cyclic"``: the exact HSIC_b of every cyclic shift of Y
+            in a random block layout of the pairs (:mod:`bayeskern.cyclic`; with fewer than B + 1 pairs also the
+            reflections), a group, so the level is exact; one FFT pass, O(n^2 log B) per kernel pair.
+            ``"features"``: the same null with ``num_features`` random Fourier features per kernel, O(n R^2) per
+            kernel pair. ``"auto"`` (default): permutations for small samples (below 200 pairs, or 2n - 1 < B),
+            the cyclic null up to ``FEATURES_ABOVE["hsic"]`` pairs, the features above (stationary kernels).
             ``"gamma"``: n * HSIC_b against the moment-matched Gamma null of Gretton et al. (2008), two matrix-free
             passes in all (asymptotic level).
         num_features: R, random frequencies per kernel and variable with features.
-        progress_bar: show progress on stderr (features); None shows it from 10^5 pairs on.
+        progress_bar: show progress on stderr (cyclic and features); None shows it from 10^5 pairs on.
         block_size: rows per block of the matrix-free passes.
         dense_max: largest n for which Gram matrices are formed.
 
@@ -269,16 +273,22 @@ def hsic_test(
     X, Y = _prepare(X, Y, kx, ky, 6 if method == "gamma" else 2)
     n = X.shape[0]
     cx, cy = collections or (KernelCollection.single(kx), KernelCollection.single(ky))
-    if method != "gamma" and uses_features(method, n, cx.kernels + cy.kernels, "hsic"):
+    if method != "gamma":
+        method = choose_method(method, n, cx.kernels + cy.kernels, n_permutations, "hsic")
+    if method in ("cyclic", "features"):
         if key is None:
-            raise ValueError("hsic_test with a feature null needs a PRNG key: pass key=jax.random.key(seed)")
-        layout = cyclic_layout(n, n_permutations, key)
-        stats = hsic_feature_statistics(cx.kernels, cy.kernels, X, Y, layout, jax.random.fold_in(key, _FEATURE_STREAM),
-                                        num_features, progress_bar, distributed)
+            raise ValueError("hsic_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
+        layout = cyclic_layout(n, n_permutations, key, reflections=method == "cyclic")
+        if method == "cyclic":
+            stats = hsic_cyclic_statistics(cx.kernels, cy.kernels, X, Y, layout, progress_bar)
+        else:
+            stats = hsic_feature_statistics(cx.kernels, cy.kernels, X, Y, layout,
+                                            jax.random.fold_in(key, _FEATURE_STREAM), num_features, progress_bar,
+                                            distributed)
         if collections is None:
             observed, null = float(stats[0, 0]), stats[1:, 0]
-            return HypothesisTestResult(observed, permutation_p_value(observed, null), "features", null, (kx, ky))
-        return _aggregated_result(cx, cy, stats, "features")
+            return HypothesisTestResult(observed, permutation_p_value(observed, null), method, null, (kx, ky))
+        return _aggregated_result(cx, cy, stats, method)
     if method == "gamma":
         stat, shape, scale = _gamma_parameters(kx, ky, X, Y, block_size)
         if not (float(shape) > 0 and float(scale) > 0):

@@ -13,14 +13,15 @@ from ._validation import (as_points, as_real_array, check_count, check_covarianc
                           check_min_points, check_positive, check_same_dim, num_points)
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, diagonal_sum, pair_sum, prepare_pair
-from .feature_tests import DEFAULT_NUM_FEATURES, cyclic_layout, mmd_feature_statistics, uses_features
+from .cyclic import (DEFAULT_NUM_FEATURES, choose_method, cyclic_layout, mmd_cyclic_statistics,
+                     mmd_feature_statistics)
 from .sharding import RowShards, gather_rows, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
 
 __all__ = ["mmd2_biased", "mmd2_unbiased", "mmd2_linear", "mmd2_gaussians", "mmd_test"]
 
 _ESTIMATORS = ("unbiased", "biased", "linear")
-_METHODS = ("auto", "permutation", "features")
+_METHODS = ("auto", "permutation", "cyclic", "features")
 _FEATURE_STREAM = 0xFE   # fold_in tag: the random frequencies use a key independent of the layout
 
 
@@ -223,11 +224,13 @@ def mmd_test(
     ``method="permutation"``: the null distribution comes from ``n_permutations`` random relabellings of the pooled
     sample, and the p-value is (1 + #{T_b >= T}) / (1 + B). All relabellings share each kernel block (one
     matrix-free pass per batch of ``max_label_columns // (n + m)`` permutations), so no (n + m) x (n + m) matrix is
-    formed; the cost is O((n + m)^2 B) per kernel. ``method="features"``: each kernel is replaced by
-    ``num_features`` random Fourier features and the null by the cyclic shifts of a random block layout of the
-    pooled sample (:mod:`bayeskern.feature_tests`): exact level as well, O((n + m) R log B) per kernel, for large
-    samples. ``"auto"`` (default) uses the permutation test up to :data:`FEATURES_ABOVE` pooled points and the
-    features above it (when every kernel is stationary).
+    formed; the cost is O((n + m)^2 B) per kernel. ``method="cyclic"``: the null holds the cyclic shifts of a
+    random block layout of the pooled sample (:mod:`bayeskern.cyclic`; with fewer than B + 1 points also the
+    reflections), a group of relabellings, so the level is exact as well; every shift's exact statistic comes from
+    one FFT pass, O((n + m)^2 log B) per kernel. ``method="features"``: the same null with each kernel replaced by
+    ``num_features`` random Fourier features, O((n + m) R log B) per kernel, for large samples. ``"auto"``
+    (default): permutations for small samples (below 200 points, or 2N - 1 < B), the cyclic null up to
+    ``FEATURES_ABOVE["mmd"]`` pooled points, the features above it (when every kernel is stationary).
 
     Args:
         X: (n, d) float array, the sample of P; with ``method="features"`` also a
@@ -242,19 +245,19 @@ def mmd_test(
             (``"bayes"``: kernels at the modes of the BKE posterior of the pooled sample plus a bandwidth floor;
             see the guide).
         key: PRNG key (``jax.random.key``) for the permutations; needed unless ``estimator="linear"``.
-        n_permutations: number B of relabellings, an integer >= 1 (with features: at least B cyclic shifts, at
-            most 2 B + 1, as many as divide the sample most evenly).
+        n_permutations: number B of relabellings, an integer >= 1 (cyclic and features: at least B shifts and at
+            most 2 max(B + 1, 256) - 1, as many as divide the sample most evenly, unless the sample is smaller).
         estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"``, with the permutation or feature null;
             ``"linear"``: the linear-time statistic with its asymptotic normal null.
-        method: ``"auto"``, ``"permutation"`` or ``"features"`` (see above).
+        method: ``"auto"``, ``"permutation"``, ``"cyclic"`` or ``"features"`` (see above).
         num_features: R, random frequencies per kernel with ``method="features"`` (each gives a cosine and a sine).
-        progress_bar: show progress on stderr (features); None shows it from 10^5 pooled points on.
+        progress_bar: show progress on stderr (cyclic and features); None shows it from 10^5 pooled points on.
         block_size: rows per block of the matrix-free passes.
         max_label_columns: memory cap on permutations evaluated together (labels x points).
 
     Returns:
         HypothesisTestResult: statistic, p-value, the null statistics, the kernel used and ``method``
-        (``"permutation"`` or ``"features"``); for an aggregated test an :class:`~bayeskern.AggregatedTestResult`
+        (``"permutation"``, ``"cyclic"`` or ``"features"``); for an aggregated test an :class:`~bayeskern.AggregatedTestResult`
         (statistic max_k log(w_k / p_k), and each kernel's weight, statistic and own p-value).
 
     Raises:
@@ -295,14 +298,20 @@ def mmd_test(
     X, Y = _prepare_samples(X, Y, collection.kernels[0] if collection else kernel, 2)
     check_same_dim(X, Y, "X and Y")
     kernels = collection.kernels if collection else (kernel,)
-    if estimator != "linear" and uses_features(method, X.shape[0] + Y.shape[0], kernels):
+    N = X.shape[0] + Y.shape[0]
+    method = "linear" if estimator == "linear" else choose_method(method, N, kernels, n_permutations)
+    if method in ("cyclic", "features"):
         if key is None:
             raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
-        layout = cyclic_layout(X.shape[0] + Y.shape[0], n_permutations, key)
-        stats = mmd_feature_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout,
-                                       jax.random.fold_in(key, _FEATURE_STREAM), num_features, estimator,
-                                       progress_bar, distributed)
-        return _result(stats, kernel, collection, "features")
+        layout = cyclic_layout(N, n_permutations, key, reflections=method == "cyclic")
+        if method == "cyclic":
+            stats = mmd_cyclic_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout, estimator,
+                                          progress_bar)
+        else:
+            stats = mmd_feature_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout,
+                                           jax.random.fold_in(key, _FEATURE_STREAM), num_features, estimator,
+                                           progress_bar, distributed)
+        return _result(stats, kernel, collection, method)
 
     if estimator == "linear":
         h = _linear_h(kernel, X, Y)

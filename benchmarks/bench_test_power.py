@@ -71,12 +71,13 @@ def scale_shift(rng, n, d, ratio):
     return rng.standard_normal((n, d)), rng.standard_normal((n, d)) * np.r_[ratio, np.ones(d - 1)]
 
 
-def sinusoid(rng, n, frequency):
-    """(x, y) on [-pi, pi]^2 with density proportional to 1 + sin(l x) sin(l y) (Sejdinovic et al. 2013)."""
+def sinusoid(rng, n, frequency, amplitude=1.0):
+    """(x, y) on [-pi, pi]^2 with density proportional to 1 + a sin(l x) sin(l y) (Sejdinovic et al. 2013; a = 1
+    there)."""
     kept, total = [], 0
     while total < n:
         z = rng.uniform(-np.pi, np.pi, (4 * n, 2))
-        keep = rng.uniform(0, 2, len(z)) <= 1 + np.sin(frequency * z[:, 0]) * np.sin(frequency * z[:, 1])
+        keep = rng.uniform(0, 2, len(z)) <= 1 + amplitude * np.sin(frequency * z[:, 0]) * np.sin(frequency * z[:, 1])
         kept.append(z[keep])
         total += keep.sum()
     z = np.concatenate(kept)[:n]
@@ -158,10 +159,11 @@ def run_ours(kind, data, seed):
     return out
 
 
-def run_anchors(kind, data, python):
+def run_anchors(kind, data, python, tests=None):
+    """The anchors' rejections and seconds on ``data`` (``tests``: names, default ANCHOR_TESTS[kind])."""
     with tempfile.TemporaryDirectory() as tmp:
         arrays = {f"{s}_{r}": np.asarray(a, np.float32) for r, (X, Y) in enumerate(data) for s, a in (("X", X), ("Y", Y))}
-        np.savez(Path(tmp) / "data.npz", kind=kind, **arrays)
+        np.savez(Path(tmp) / "data.npz", kind=kind, tests=np.array(tests or ANCHOR_TESTS[kind]), **arrays)
         subprocess.run([str(python), str(HERE / "_power_side.py"), str(Path(tmp) / "data.npz"),
                         str(Path(tmp) / "out.json")], check=True)
         return json.loads((Path(tmp) / "out.json").read_text())
@@ -181,7 +183,7 @@ def setup_anchors(folder: Path) -> Path:
     return python
 
 
-ANCHOR_TESTS = {"mmd": ("MMDAgg", "MMD-FUSE"), "hsic": ("HSICAggInc",)}
+ANCHOR_TESTS = {"mmd": ("MMDAgg", "MMD-FUSE"), "hsic": ("HSICAggInc", "HSICAgg")}
 
 
 def power_table(cells, reps, python, out_path=None, redo_ours=False):
@@ -402,7 +404,7 @@ def report(results_path: Path, figure=None):
     """The markdown table (power or level with its Monte-Carlo standard error, seconds per test) of a JSON of
     results, the acceptance margin of "bayes" on every alternative, and optionally a figure."""
     results = json.loads(results_path.read_text())
-    tests = ("bayes", "MMDAgg", "MMD-FUSE", "HSICAggInc", "median", "BKL")
+    tests = ("bayes", "MMDAgg", "MMD-FUSE", "HSICAggInc", "HSICAgg", "median", "BKL")
     print("| cell | " + " | ".join(tests) + " | bayes - best other (paired se) |")
     print("|---" * (len(tests) + 2) + "|")
     rows = []
@@ -436,13 +438,14 @@ def report(results_path: Path, figure=None):
 
         alts = [r for r in rows if not r[1]]
         fig, ax = plt.subplots(figsize=(11, 0.42 * len(alts) + 1.5))
+        width = 0.8 / len(tests)
         for j, t in enumerate(tests):
-            y = np.arange(len(alts)) + 0.13 * (j - 2.5)
-            ax.barh(y, [r[2].get(t, np.nan) for r in alts], height=0.13, label=t)
+            y = np.arange(len(alts)) + width * (j - (len(tests) - 1) / 2)
+            ax.barh(y, [r[2].get(t, np.nan) for r in alts], height=width, label=t)
         ax.set_yticks(np.arange(len(alts)), [r[0] for r in alts], fontsize=8)
         ax.invert_yaxis()
         ax.set_xlabel("power (rejection rate at alpha = 0.05)")
-        ax.legend(frameon=False, fontsize=8, ncol=6, loc="lower center", bbox_to_anchor=(0.5, 1.0))
+        ax.legend(frameon=False, fontsize=8, ncol=len(tests), loc="lower center", bbox_to_anchor=(0.5, 1.0))
         fig.tight_layout()
         fig.savefig(figure, dpi=110)
 

@@ -89,6 +89,28 @@ def test_the_rule_spreads_its_weight_as_documented():
     assert all("posterior" in label for label in only.labels) and all(type(k) is bk.RBF for k in only.kernels)
 
 
+def test_the_floor_reaches_the_scale_that_resolves_concentrated_distances():
+    """In low dimension the floor starts at half the 5 % quantile of the distances; in high dimension, where every
+    pair sits near the same distance, at half the root of the 5-95 % range of the squared distances."""
+    from bayeskern.bke.aggregate import _distance_range
+
+    rng = np.random.default_rng(7)
+    for D in (1, 768):
+        Z = rng.standard_normal((300, D))
+        d2 = np.sum((Z[:, None] - Z[None]) ** 2, -1)[np.triu_indices(300, 1)]
+        low, high = _distance_range(Z, jax.random.key(0))
+        assert high == pytest.approx(np.sqrt(d2.max()), rel=1e-12)
+        spread = np.sqrt(np.quantile(d2, 0.95) - np.quantile(d2, 0.05))
+        expected = np.quantile(np.sqrt(d2), 0.05) if D == 1 else spread
+        assert low == pytest.approx(expected, rel=1e-12)
+    # D = 768: |x - y|^2 has sd sqrt(8 D), so its 5-95 % range is about 3.29 sqrt(8 D); the floor then starts near
+    # a fifth of the median distance sqrt(2 D), not at half its 5 % quantile (0.48 of it)
+    assert low == pytest.approx(np.sqrt(2 * 1.645 * np.sqrt(8 * 768)), rel=0.1)
+    floor = bke.BayesAggregate()(Z[:150], Z[150:], key=jax.random.key(1))
+    smallest = min(k.lengthscale for k, label in zip(floor.kernels, floor.labels) if "floor" in label)
+    assert smallest == pytest.approx(low / 2, rel=0.2)   # the rule draws its own subsample of distances
+
+
 @pytest.mark.parametrize("test", ["mmd", "hsic"])
 def test_the_aggregated_test_holds_its_level(test):
     """Under the null the p-value is uniform on the permutation grid: seeded, 120 data sets."""

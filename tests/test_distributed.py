@@ -30,7 +30,7 @@ WORKER = textwrap.dedent("""
     bk.enable_x64()
     import jax
     import numpy as np
-    from bayeskern import compression
+    from bayeskern import compression, cyclic
     from bayeskern.bke import log_pseudolikelihood
     from bayeskern.inference import run_nuts
     from bayeskern.jdl import fit_jdl
@@ -65,10 +65,18 @@ WORKER = textwrap.dedent("""
 
     def compute(X, Y, W, R, x, y):
         if part == "statistics":
+            # the random-feature tests: every process gathers the rows, the chunks (several, with this cap) are dealt
+            # out between the processes and their sums added
+            cyclic._CHUNK_ENTRIES = 20_000
+            mmd = bk.mmd_test(X, Y, "bayes", key=jax.random.key(7), method="features", num_features=8,
+                              n_permutations=99)
+            hsic = bk.hsic_test(X, W, "bayes", "median", key=jax.random.key(8), method="features", num_features=8,
+                                n_permutations=99)
             return {"mmd": bk.mmd2_unbiased(X, Y, k, block_size=64),
                     "hsic": bk.hsic_unbiased(X, W, k, bk.RBF(0.5), block_size=64),
                     "kernel_sum": bk.kernels.kernel_sum(k, X, Y),
-                    "bke": f(0.7, R)}
+                    "bke": f(0.7, R),
+                    "mmd_test": (mmd.p_value, mmd.kernel_statistics), "hsic_test": (hsic.p_value, hsic.kernel_statistics)}
         model = fit_jdl(W, X, bk.RBF(0.5), bk.RBF(0.5), 1e-4, constraint="data_box")  # masked column extremes too
         if X is Xs:
             assert sum(s.data.shape[0] for s in model.basis_x.A.addressable_shards) == 181  # the factor stays split
@@ -86,6 +94,9 @@ WORKER = textwrap.dedent("""
         for name, value in got.items():
             if name == "jkh":
                 assert np.array_equal(value, want[name])
+            elif name in ("mmd_test", "hsic_test"):   # the same decision, statistics equal to rounding
+                assert value[0] == want[name][0], (name, value[0], want[name][0])
+                close(value[1], want[name][1], 1e-10)
             elif name == "bke":
                 close(value[0], want[name][0], 1e-10)
                 close(value[1], want[name][1], 1e-10)
@@ -124,7 +135,7 @@ def _two_processes(tmp_path, part):
 
 
 def test_two_processes_reproduce_the_single_process_statistics(tmp_path):
-    """MMD, HSIC, kernel sums, the BKE pseudolikelihood and its gradient."""
+    """MMD, HSIC, kernel sums, the BKE pseudolikelihood and its gradient; the random-feature MMD and HSIC tests."""
     _two_processes(tmp_path, "statistics")
 
 

@@ -48,6 +48,14 @@ def test_kernel_test_power_example_runs(tmp_path):
     assert result.p_value <= 0.05 and (tmp_path / "kernel_test_power.png").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # a smoke run; the power and cost study is benchmarks/bench_test_scale.py
+def test_kernel_tests_at_scale_example_runs(tmp_path):
+    results = _load("kernel_tests_at_scale").main(tmp_path, reps=2, sizes=(250, 3000))
+    assert [n for n, _, _ in results["bayes (auto)"]] == [250, 3000]
+    assert all(0 <= power <= 1 and seconds > 0 for points in results.values() for _, power, seconds in points)
+    assert (tmp_path / "kernel_tests_at_scale.png").stat().st_size > 10_000
+
+
 @pytest.mark.slow
 def test_acceptance_witness_posterior_1d(tmp_path):
     """Flaxman et al. (2016, Section 5.2): 4 NUTS chains converge; the band excludes 0 far more at n = 400."""

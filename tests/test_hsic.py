@@ -43,8 +43,9 @@ def test_discrete_labels_with_indicator_kernel(rng):
 def test_dense_and_matrix_free_nulls_agree(rng):
     X, Y = rng.standard_normal((30, 2)), rng.standard_normal((30, 2))
     key = jax.random.key(2)
-    dense = bk.hsic_test(X, Y, RBF(1.0), RBF(0.7), key=key, n_permutations=20)
-    free = bk.hsic_test(X, Y, RBF(1.0), RBF(0.7), key=key, n_permutations=20, dense_max=0, block_size=8)
+    dense = bk.hsic_test(X, Y, RBF(1.0), RBF(0.7), key=key, n_permutations=20, method="permutation")
+    free = bk.hsic_test(X, Y, RBF(1.0), RBF(0.7), key=key, n_permutations=20, method="permutation",
+                        dense_max=0, block_size=8)
     np.testing.assert_allclose(free.null_samples, dense.null_samples, rtol=1e-10)
     assert free.statistic == pytest.approx(float(bk.hsic_biased(X, Y, RBF(1.0), RBF(0.7))), rel=1e-12)
     perm = np.asarray(jax.random.permutation(jax.random.split(key, 20)[0], 30))

@@ -121,7 +121,8 @@ def test_permutation_null_is_exact_relabelling(rng):
     X, Y = rng.standard_normal((9, 2)), rng.standard_normal((6, 2))
     k = RBF(1.1)
     key = jax.random.key(4)
-    res = bk.mmd_test(X, Y, k, key=key, n_permutations=5, max_label_columns=15 * 2)  # 2 columns per batch
+    res = bk.mmd_test(X, Y, k, key=key, n_permutations=5, method="permutation",
+                      max_label_columns=15 * 2)  # 2 columns per batch
     assert res.statistic == pytest.approx(float(bk.mmd2_unbiased(X, Y, k)), rel=1e-12)
     Z = np.vstack([X, Y])
     keys = jax.random.split(key, 6)
@@ -129,7 +130,7 @@ def test_permutation_null_is_exact_relabelling(rng):
         perm = np.asarray(jax.random.permutation(keys[b + 1], 15))
         assert res.null_samples[b] == pytest.approx(float(bk.mmd2_unbiased(Z[perm[:9]], Z[perm[9:]], k)), rel=1e-10)
     assert res.p_value == (1 + np.sum(res.null_samples >= res.statistic)) / 6
-    biased = bk.mmd_test(X, Y, k, key=key, n_permutations=5, estimator="biased")
+    biased = bk.mmd_test(X, Y, k, key=key, n_permutations=5, estimator="biased", method="permutation")
     assert biased.statistic == pytest.approx(float(bk.mmd2_biased(X, Y, k)), rel=1e-12)
 
 

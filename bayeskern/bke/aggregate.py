@@ -10,7 +10,7 @@ from .._validation import as_points, check_count, check_key, check_positive, num
 from ..kernels.heuristics import median_heuristic
 from ..kernels.stationary import squared_distances
 from ..aggregate import FAMILIES, AggregatedTestResult, KernelCollection
-from .hyper import lengthscale_posterior
+from .hyper import spanned_posterior
 from .inducing import span_coordinates
 from .posterior import WitnessPosterior, witness_posterior
 
@@ -18,15 +18,24 @@ __all__ = ["BayesAggregate", "aggregated_witness", "TWO_SAMPLE_RULE", "MARGINAL_
 
 
 def _distance_range(Z, key, max_points=500):
-    """(5 % quantile, maximum) of the pairwise distances of a random subsample of at most ``max_points`` rows."""
+    """(smallest useful lengthscale, largest pairwise distance) of a random subsample of at most ``max_points`` rows.
+
+    A Gaussian kernel of lengthscale l tells apart pairs whose squared distances differ by about l^2. In low
+    dimension the 5 % quantile of the distances is the finer scale; in high dimension every pair sits at nearly the
+    same distance, and the scale that resolves their spread is the root of the spread of the squared distances
+    (their 5-95 % range), far below any quantile of the distances. The smaller of the two is returned.
+    """
     Z = np.asarray(Z, float)
     if Z.shape[0] > max_points:
         Z = Z[np.asarray(jax.random.choice(key, Z.shape[0], (max_points,), replace=False))]
     d2 = np.asarray(squared_distances(Z, Z))[np.triu_indices(Z.shape[0], 1)]
-    d = np.sqrt(d2[d2 > 0])
-    if d.size == 0:
+    d2 = d2[d2 > 0]
+    if d2.size == 0:
         raise ValueError("the pooled sample has fewer than two distinct points: no kernel scale can be chosen")
-    return float(np.quantile(d, 0.05)), float(d.max())
+    d = np.sqrt(d2)
+    spread = np.sqrt(np.diff(np.quantile(d2, [0.05, 0.95]))[0])
+    finest = np.quantile(d, 0.05)
+    return float(min(finest, spread) if spread > 0 else finest), float(d.max())
 
 
 _MIN_DISTINCT = 8          # fewer distinct points resolve no kernel scale: the bandwidth floor alone
@@ -41,15 +50,18 @@ class BayesAggregate:
     The BKE posterior over the SE lengthscale (:func:`bayeskern.bke.lengthscale_posterior`, tempered to one
     observation's worth) gives the modes and their masses; each family gets a kernel at each mode, carrying
     ``posterior_share`` of the weight in proportion to the mode's mass. The rest of the weight is spread evenly
-    over ``num_bandwidths`` log-spaced bandwidths per family from half the 5 % quantile to twice the largest
-    pairwise distance: a floor that keeps power where the pseudolikelihood points at the wrong scale.
+    over ``num_bandwidths`` log-spaced bandwidths per family from half the finest useful scale (the 5 % quantile of
+    the pairwise distances, or in high dimension, where distances concentrate, the root of the 5-95 % range of the
+    squared distances) to twice the largest pairwise distance: a floor that keeps power where the pseudolikelihood
+    points at the wrong scale.
 
     Attributes:
         families: kernel families, from ``"gaussian"`` (RBF) and ``"exponential"`` (Matern12, a Laplace-type kernel
             with the Euclidean distance).
         num_bandwidths: bandwidths per family in the floor (0 for posterior kernels only).
         posterior_share: weight of the posterior kernels, in (0, 1] (1 with ``num_bandwidths=0``).
-        inducing: the numbers m of inducing points held out for the pseudolikelihood, each clipped to [D, N / 4]. The
+        inducing: the numbers m of inducing points held out for the pseudolikelihood, each clipped to at most a
+            quarter of the number of distinct points. The
             pseudolikelihood resolves the sample at a scale set by m (fewer points, coarser scales), so the rule
             averages the tempered posterior over these m (a uniform prior over them).
         max_modes: the heaviest modes kept for each m (those with at least 1 % of the heaviest one's mass).
@@ -148,7 +160,7 @@ class BayesAggregate:
         grid = np.geomspace(0.01 * med, 3.0 * med, 81)
         modes = {}
         for i, m in enumerate(sizes):
-            post = lengthscale_posterior(pooled, key=jax.random.fold_in(key, i), m=m, tau2=self.tau2, grid=grid)
+            post = spanned_posterior(pooled, jax.random.fold_in(key, i), m, self.tau2, grid, len(grid))
             top, mass = post.modes[: self.max_modes], post.mode_weights[: self.max_modes]
             keep = mass >= 0.01 * mass[0]   # modes of negligible mass would only cost time
             for ell, w in zip(top[keep], mass[keep] / mass[keep].sum()):

@@ -99,6 +99,11 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
     check_key(key)
     tau2 = float(check_positive(tau2, "tau2"))
     size = check_count(size, "size", 3)
+    return spanned_posterior(X, key, m, tau2, grid, size)
+
+
+def spanned_posterior(X, key, m, tau2, grid, size) -> LengthscalePosterior:
+    """:func:`lengthscale_posterior` of a checked sample already in its span coordinates (no second projection)."""
     X_rest, Z = hold_out_inducing(X, key, m)
     objective = SEPseudolikelihood.build(X_rest, Z)
     if grid is None:

@@ -157,8 +157,10 @@ def span_coordinates(X):
     """
     X = as_points(X, "X")
     centred = np.asarray(X, float) - np.mean(np.asarray(X, float), axis=0)
-    _, singular, Vt = np.linalg.svd(centred, full_matrices=False)
+    singular = np.linalg.svd(centred, compute_uv=False)
     rank = int(np.sum(singular > singular[:1].max(initial=0.0) * max(centred.shape) * np.finfo(float).eps))
     if rank == 0:
         raise ValueError("every row of X is the same point: the sample spans no direction")
-    return X if rank == X.shape[1] else jax.device_put(centred @ Vt[:rank].T)
+    if rank == X.shape[1]:
+        return X
+    return jax.device_put(centred @ np.linalg.svd(centred, full_matrices=False)[2][:rank].T)

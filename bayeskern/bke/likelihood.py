@@ -552,12 +552,27 @@ def _wide_inputs(X, Z):
     d2, dz2 = squared_distances(X, Z), squared_distances(Z, Z)
     m = Z.shape[0]
 
-    def half_log_pdet(row):   # (x - z_l).(x - z_l') from distances: (|x - z_l|^2 + |x - z_l'|^2 - |z_l - z_l'|^2) / 2
-        eigenvalues = jnp.linalg.eigvalsh(0.5 * (row[:, None] + row[None, :] - dz2))
+    def gram(row):   # (x - z_l).(x - z_l') from distances: (|x - z_l|^2 + |x - z_l'|^2 - |z_l - z_l'|^2) / 2
+        return 0.5 * (row[:, None] + row[None, :] - dz2)
+
+    def half_log_pdet(row):
+        eigenvalues = jnp.linalg.eigvalsh(gram(row))
         kept = eigenvalues > m * jnp.finfo(eigenvalues.dtype).eps * eigenvalues[-1]
         return 0.5 * jnp.sum(jnp.where(kept, jnp.log(jnp.where(kept, eigenvalues, 1.0)), 0.0))
 
-    return d2, dz2, jnp.sum(jax.lax.map(half_log_pdet, d2, batch_size=_WIDE_BATCH))
+    def half_logdet(rows):   # Cholesky factors for the points in general position
+        return jnp.sum(jnp.log(jnp.diagonal(jnp.linalg.cholesky(jax.vmap(gram)(rows)), axis1=-2, axis2=-1)), axis=-1)
+
+    # batches of points as a map over explicit chunks: lax.map(..., batch_size=...) around the batched Cholesky
+    # deadlocks XLA:CPU (jax 0.10.2) after a few calls
+    n = d2.shape[0]
+    size = min(n, _WIDE_BATCH)
+    padded = jnp.concatenate([d2, jnp.broadcast_to(d2[:1], ((-n) % size, m))])
+    values = jax.lax.map(half_logdet, padded.reshape(-1, size, m)).reshape(-1)[:n]
+    # the eigenvalues of the degenerate ones only (a sequential map: the cond is not turned into a select)
+    values = jax.lax.map(lambda a: jax.lax.cond(jnp.isfinite(a[1]), lambda: a[1], lambda: half_log_pdet(a[0])),
+                         (d2, values))
+    return d2, dz2, jnp.sum(values)
 
 
 def _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, tau2, dim):

@@ -15,7 +15,7 @@ from jax import lax
 from .._validation import as_finite_array, check_count, check_same_length, num_points
 from ..sharding import RowShards, local_then_sum, ring_pass, shard_map_rows
 from .base import Kernel, TensorProduct
-from .stationary import _UNROLL_MAX_DIM, Stationary, _sqdist_exact
+from .stationary import _UNROLL_MAX_DIM, Stationary, _sqdist_exact, squared_distances
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
@@ -417,3 +417,30 @@ def diagonal_values(kernel, X):
 def diagonal_sum(kernel, X):
     """sum_i k(x_i, x_i) over the real rows of prepared X (plain or RowShards). Unchecked, traceable."""
     return jnp.sum(diagonal_values(kernel, X))
+
+
+def kernel_stack(kernels, X, Y):
+    """(K, n, m) kernel matrices of several kernels on the same prepared points, sharing the distances (traceable).
+
+    Isotropic stationary kernels of one distance method (the matrix-product expansion for kernels smooth in r^2,
+    explicit differences for the others) share one matrix of unscaled squared distances, which in high dimension
+    costs far more than applying their profiles; any other kernel is evaluated on its own.
+
+    Args:
+        kernels: a sequence of K kernels.
+        X: (n, D) points.
+        Y: (m, D) points.
+
+    Returns:
+        (K, n, m) array.
+    """
+    distances, out = {}, []
+    for kernel in kernels:
+        if isinstance(kernel, Stationary) and jnp.ndim(kernel.lengthscale) == 0:
+            method = type(kernel)._smooth_in_r2
+            if method not in distances:
+                distances[method] = squared_distances(X, Y) if method else _sqdist_exact(X, Y)
+            out.append(kernel.profile(distances[method] / kernel.lengthscale**2))
+        else:
+            out.append(kernel.evaluate(X, Y))
+    return jnp.stack(out)

@@ -28,6 +28,7 @@ ARGS = {
     "two_sample_quickstart": [],
     "bke_grid_of_gaussians": ["--reps", "3", "--permutations", "100"],
     "kernel_test_power": ["--reps", "20"],
+    "kernel_tests_at_scale": ["--reps", "20", "--sizes", "250", "1000", "2000", "5000", "20000", "100000"],
     "bke_witness_1d": [],
     "kbr_posterior_mean": ["--runs", "5"],
     "kbf_circle": ["--runs", "2", "--T", "300"],

@@ -1,5 +1,6 @@
-"""Linear-time kernel tests: random Fourier features of every stationary kernel, the cyclic block layout and its
-null, against brute force on small inputs; exact level; ties; the switch of method="auto"; progress."""
+"""Kernel tests with the cyclic-shift null: the exact kernel's statistics of every shift from one FFT pass, random
+Fourier features of every stationary kernel, both against brute force on small inputs; exact level; ties; the
+methods method="auto" chooses; progress."""
 
 import jax
 import jax.numpy as jnp
@@ -7,8 +8,10 @@ import numpy as np
 import pytest
 
 import bayeskern as bk
-from bayeskern.feature_tests import (FEATURES_ABOVE, _features, _frequencies, cyclic_layout, hsic_feature_statistics,
-                                     mmd_feature_statistics)
+from bayeskern import cyclic
+from bayeskern.cyclic import (FEATURES_ABOVE, MIN_CYCLIC_ROWS, _features, _frequencies, cyclic_layout,
+                             hsic_cyclic_statistics, hsic_feature_statistics, mmd_cyclic_statistics,
+                             mmd_feature_statistics, null_size)
 from bayeskern.kernels.spectral import fourier_features, spectral_frequencies
 
 
@@ -37,12 +40,62 @@ def test_random_features_estimate_every_stationary_kernel(kernel):
                                           fourier_features(jnp.asarray(X), freqs, scale).T)), scale)
 
 
+@pytest.mark.parametrize("B", [9, 100])   # several offsets per block (q = 12, s = 6); one (q = N) with reflections
+def test_exact_cyclic_statistics_equal_the_estimators_on_every_shifted_labelling(B, monkeypatch):
+    """mmd_cyclic_statistics: for every shift (and reflection, when the sample has fewer than B + 1 rows), the
+    biased and unbiased MMD^2 of the relabelled sample by the plain estimators, for stationary and non-stationary
+    kernels; hsic_cyclic_statistics: HSIC_b of the shifted (reflected) pairing."""
+    rng = np.random.default_rng(7)
+    n, m = 40, 33
+    Z = np.vstack([rng.standard_normal((n, 3)), rng.standard_normal((m, 3)) + 0.3])
+    kernels = (bk.RBF(0.7), bk.Matern12(1.5), bk.kernels.Linear(), 2.0 * bk.Matern32(0.9))
+    monkeypatch.setattr(cyclic, "MIN_BLOCKS", 1)   # small blocks, so that 73 rows have several offsets
+    layout = cyclic_layout(len(Z), B, jax.random.key(1))
+    q, s = layout.blocks, layout.offsets
+    assert layout.reflected == (B == 100) and null_size(layout) == (2 * q - 1 if B == 100 else q - 1)
+    rows, first = Z[layout.order], (layout.order < n).reshape(s, q)
+    patterns = [first, first[:, (-np.arange(q)) % q]] if layout.reflected else [first]   # c -> -c - b after the roll
+    for estimator, statistic in (("biased", bk.mmd2_biased), ("unbiased", bk.mmd2_unbiased)):
+        got = mmd_cyclic_statistics(kernels, jnp.asarray(Z), n, layout, estimator)
+        assert got.shape == (null_size(layout) + 1, len(kernels))
+        for i, pattern in enumerate(patterns):
+            for b in range(q):
+                labels = np.roll(pattern, -b, axis=1).ravel()
+                want = [float(statistic(rows[labels], rows[~labels], k)) for k in kernels]
+                np.testing.assert_allclose(got[i * q + b], want, rtol=1e-10, atol=1e-14)
+    x, y = rng.standard_normal((61, 1)), rng.standard_normal((61, 2))
+    kxs, kys = (bk.RBF(0.5), bk.Matern12(2.0)), (bk.RBF(0.8), bk.kernels.Linear(), bk.RBF(3.0))
+    layout = cyclic_layout(61, B, jax.random.key(5))
+    q, s = layout.blocks, layout.offsets
+    got = hsic_cyclic_statistics(kxs, kys, jnp.asarray(x), jnp.asarray(y), layout)
+    assert got.shape == (null_size(layout) + 1, len(kxs) * len(kys))
+    xs, ys = x[layout.order], y[layout.order].reshape(s, q, 2)
+    for i, pattern in enumerate([ys, ys[:, (-np.arange(q)) % q]] if layout.reflected else [ys]):
+        for b in range(q):
+            shifted = np.roll(pattern, -b, axis=1).reshape(-1, 2)
+            np.testing.assert_allclose(got[i * q + b], [float(bk.hsic_biased(xs, shifted, a, c)) for a in kxs
+                                                        for c in kys], rtol=1e-9, atol=1e-15)
+
+
 def _shift_reference(phi, labels, layout):
     """(q, K, 2R) feature sums of the first sample under each cyclic shift, by brute force."""
     q, s = layout.blocks, layout.offsets
     P = phi[layout.order].reshape(s, q, *phi.shape[1:])
     L = labels[layout.order].reshape(s, q)
     return np.stack([np.einsum("tc...,tc->...", P, np.roll(L, -b, axis=1)) for b in range(q)]), L.sum(), L.size
+
+
+def test_the_layout_divides_the_rows_into_enough_blocks():
+    """q in [L, 2 L], L = max(B + 1, MIN_BLOCKS), as even as the rows allow; one row per block, with reflections,
+    when the sample is smaller than B + 1; the rows used are distinct and the leftovers fewer than s."""
+    key = jax.random.key(3)
+    for N, B, q, s, reflected in [(4000, 9, 400, 10, False), (1000, 500, 1000, 1, False), (4001, 500, 800, 5, False),
+                                  (73, 100, 73, 1, True), (110, 49, 110, 1, False)]:
+        layout = cyclic_layout(N, B, key)
+        assert (layout.blocks, layout.offsets, layout.reflected) == (q, s, reflected)
+        assert len(np.unique(layout.order)) == len(layout.order) and N - len(layout.order) < max(s, 1) + (N % q)
+        assert null_size(layout) == (2 * q - 1 if reflected else q - 1) >= min(B, N - 1)
+    assert not cyclic_layout(73, 100, key, reflections=False).reflected
 
 
 def test_mmd_feature_statistics_equal_brute_force_for_every_shift():
@@ -96,19 +149,20 @@ def test_hsic_feature_statistics_equal_brute_force_for_every_shift():
 
 
 @pytest.mark.parametrize("test", ["mmd", "hsic"])
-def test_the_feature_null_holds_its_level(test):
+@pytest.mark.parametrize("method", ["cyclic", "features"])
+def test_the_cyclic_null_holds_its_level(test, method):
     """Under the null the p-value is uniform on the grid of shifts: 300 seeded data sets, 49 or more shifts."""
     p_values = []
     for r in range(300):
         rng = np.random.default_rng(3000 + r)
         X, Y = rng.standard_normal((150, 2)), rng.standard_normal((130, 2))
         if test == "mmd":
-            result = bk.mmd_test(X, Y, bk.RBF(1.0), key=jax.random.key(r), n_permutations=49, method="features",
+            result = bk.mmd_test(X, Y, bk.RBF(1.0), key=jax.random.key(r), n_permutations=49, method=method,
                                  num_features=16)
         else:
             result = bk.hsic_test(X, rng.standard_normal((150, 1)), bk.RBF(1.0), bk.RBF(1.0),
-                                  key=jax.random.key(r), n_permutations=49, method="features", num_features=8)
-        assert result.method == "features" and len(result.null_samples) >= 49
+                                  key=jax.random.key(r), n_permutations=49, method=method, num_features=8)
+        assert result.method == method and len(result.null_samples) >= 49
         p_values.append(result.p_value)
     p_values = np.array(p_values)
     for level in (0.05, 0.2, 0.5):
@@ -138,17 +192,23 @@ def test_ties_of_binary_data_are_counted_exactly_under_the_feature_null():
         assert result.p_value == pytest.approx(exact, abs=1e-12), r
 
 
-def test_auto_switches_to_features_above_the_crossover():
+def test_auto_chooses_permutations_then_the_exact_cyclic_null_then_features():
     rng = np.random.default_rng(4)
+    key = jax.random.key(0)
+    small = rng.standard_normal((MIN_CYCLIC_ROWS // 2, 1))
+    assert bk.mmd_test(small[:-1], small, key=key).method == "permutation"   # 199 rows: too few shifts
+    result = bk.mmd_test(small, small, key=key, n_permutations=399)   # 200 rows: 200 shifts, 200 reflections
+    assert result.method == "cyclic" and len(result.null_samples) == 399
+    assert bk.mmd_test(small, small, key=key, n_permutations=400).method == "permutation"   # 2N - 1 < B
+    assert bk.mmd_test(small[:20], small[:20], key=key, n_permutations=19).method == "cyclic"   # B + 1 rows suffice
     N = FEATURES_ABOVE["mmd"]
     X, Y = rng.standard_normal((N // 2, 1)), rng.standard_normal((N // 2 + 1, 1))
-    key = jax.random.key(0)
-    assert bk.mmd_test(X, Y[:-1], key=key, n_permutations=9).method == "permutation"
+    assert bk.mmd_test(X, Y[:-1], key=key, n_permutations=9).method == "cyclic"
     assert bk.mmd_test(X, Y, key=key, n_permutations=9).method == "features"
-    assert bk.mmd_test(X, Y, bk.kernels.Linear(), key=key, n_permutations=9).method == "permutation"   # not stationary
+    assert bk.mmd_test(X, Y, bk.kernels.Linear(), key=key, n_permutations=9).method == "cyclic"   # not stationary
     n = FEATURES_ABOVE["hsic"]
     x = rng.standard_normal((n + 1, 1))
-    assert bk.hsic_test(x[:-1], x[:-1] ** 2, key=key, n_permutations=9).method == "permutation"
+    assert bk.hsic_test(x[:-1], x[:-1] ** 2, key=key, n_permutations=9).method == "cyclic"
     result = bk.hsic_test(x, x**2, key=key, n_permutations=9)
     assert result.method == "features" and result.reject(0.15)
 
