@@ -19,8 +19,8 @@ sum (MMD) or one feature cross-covariance (HSIC), and every shift's sums are aga
 O(N R log q) per kernel, memory O(q R) plus one chunk of rows.
 
 q is chosen in [L, 2 L], L = max(B + 1, 256), to divide the sample as evenly as possible (at least 256 blocks keep the
-number of block pairs s^2 small when B is); the N - q s rows left over (fewer than
-s) are dropped at random before the layout, which keeps the level exact. A sample of N < B + 1 rows has too few
+number of block pairs s^2 small when B is); the N - q s rows left over are dropped at random before the layout,
+which keeps the level exact. A sample of N < B + 1 rows has too few
 blocks for B shifts: the exact null then adds the q reflections c -> b - c of the block axis (the dihedral group, 2q
 labellings, the observed one among them), each the same correlations with the labels (or the second variable's
 blocks) read in reverse order, and so keeps 2N - 1 >= B relabellings where 2N > B; the null of a mean of many kernels
@@ -114,8 +114,8 @@ def _reflect(blocks, axis=1):
 def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test: str = "mmd") -> str:
     """The null a test runs: ``method`` itself, or for ``"auto"``: ``"permutation"`` for samples too small for
     min(B, ``MIN_CYCLIC_ROWS`` - 1) relabellings (the cyclic group of N rows has N - 1, with its reflections
-    2N - 1), ``"cyclic"`` up to
-    ``FEATURES_ABOVE[test]`` rows (and at any size for kernels without a spectral measure), ``"features"`` above.
+    2N - 1), ``"cyclic"`` up to ``FEATURES_ABOVE[test]`` rows (and at any size for kernels without a spectral
+    measure), ``"features"`` above.
 
     Args:
         method: ``"auto"``, ``"permutation"``, ``"cyclic"`` or ``"features"``.
@@ -214,10 +214,11 @@ def _pair_weights(first_a, first_b, n, m, same, estimator):
 
 @partial(jax.jit, static_argnames=("n", "m", "estimator"))
 def _mmd_cyclic_block(kernels, A, B, first_a, first_b, same, n, m, estimator):
-    """Spectra (K, q // 2 + 1) of the pairs between the rows of offset t (A, q rows) and of offset t' (B)."""
-    K = kernel_stack(kernels, A, B)
-    W = _pair_weights(first_a, first_b, n, m, same, estimator)
-    return jnp.einsum("kdf,df->kf", jnp.conj(_skewed_spectra(K)), jnp.fft.rfft(W, axis=-1))
+    """Spectra (P, K, q // 2 + 1) of the pairs between the rows of offset t (A, q rows) and of offset t' (B), for
+    each of the P label patterns ``first_a``, ``first_b`` (P, q): one kernel block serves them all."""
+    K = jnp.conj(_skewed_spectra(kernel_stack(kernels, A, B)))
+    W = jax.vmap(lambda a, b: _pair_weights(a, b, n, m, same, estimator))(first_a, first_b)
+    return jnp.einsum("kdf,pdf->pkf", K, jnp.fft.rfft(W, axis=-1))
 
 
 def mmd_cyclic_statistics(kernels, Z, n: int, layout: CyclicLayout, estimator: str, progress_bar=None):
@@ -245,24 +246,28 @@ def mmd_cyclic_statistics(kernels, Z, n: int, layout: CyclicLayout, estimator: s
     first = jax.device_put((layout.order < n).reshape(s, q).astype(np.float64)).astype(rows.dtype)
     n_used = int(np.sum(layout.order < n))
     m_used = len(layout.order) - n_used
-    passes = [first, _reflect(first)] if layout.reflected else [first]
-    spectra = jnp.zeros((len(passes), len(kernels), q // 2 + 1), jnp.result_type(rows.dtype, jnp.complex64))
-    with _progress(layout, s * s * len(passes), progress_bar, "MMD (cyclic shifts)") as bar:
-        for i, labels in enumerate(passes):
-            for t in range(s):
-                for u in range(s):
-                    spectra = spectra.at[i].add(_mmd_cyclic_block(tuple(kernels), rows[t], rows[u], labels[t],
-                                                                  labels[u], t == u, n_used, m_used, estimator))
-                    bar.update()
-    return np.asarray(jnp.fft.irfft(spectra, n=q, axis=-1)).transpose(0, 2, 1).reshape(len(passes) * q, -1)
+    labels = jnp.stack([first, _reflect(first)] if layout.reflected else [first], axis=1)   # (s, P, q)
+    spectra = jnp.zeros((labels.shape[1], len(kernels), q // 2 + 1), jnp.result_type(rows.dtype, jnp.complex64))
+    with _progress(layout, s * s, progress_bar, "MMD (cyclic shifts)") as bar:
+        for t in range(s):
+            for u in range(s):
+                spectra = spectra + _mmd_cyclic_block(tuple(kernels), rows[t], rows[u], labels[t], labels[u], t == u,
+                                                      n_used, m_used, estimator)
+                bar.update()
+    return np.asarray(jnp.fft.irfft(spectra, n=q, axis=-1)).transpose(0, 2, 1).reshape(labels.shape[1] * q, -1)
 
 
-@jax.jit
-def _hsic_cyclic_block(kxs, kys, xa, xb, ya, yb):
-    """Spectra (q // 2 + 1, Kx, Ky) of sum K_ij L_ij over the pairs between offsets t (a) and t' (b), and the
-    blocks' row sums (Kx, q) and (Ky, q)."""
+@partial(jax.jit, static_argnames="reflected")
+def _hsic_cyclic_block(kxs, kys, xa, xb, ya, yb, reflected):
+    """Spectra (P, q // 2 + 1, Kx, Ky) of sum K_ij L_ij over the pairs between offsets t (a) and t' (b), and the
+    blocks' row sums (Kx, q) and (P, Ky, q); P = 2 with the reflected y blocks, read off the same L block."""
     K, L = kernel_stack(kxs, xa, xb), kernel_stack(kys, ya, yb)
-    spectra = jnp.einsum("xdf,ydf->fxy", jnp.conj(_skewed_spectra(K)), _skewed_spectra(L))
+    if reflected:
+        r = (-jnp.arange(L.shape[-1])) % L.shape[-1]
+        L = jnp.stack([L, L[:, r[:, None], r[None, :]]])
+    else:
+        L = L[None]
+    spectra = jnp.einsum("xdf,pydf->pfxy", jnp.conj(_skewed_spectra(K)), _skewed_spectra(L))
     return spectra, jnp.sum(K, axis=-1), jnp.sum(L, axis=-1)
 
 
@@ -290,19 +295,17 @@ def hsic_cyclic_statistics(kxs, kys, X, Y, layout: CyclicLayout, progress_bar=No
     order = jax.device_put(layout.order)
     xs, ys = jnp.asarray(X)[order].reshape(s, q, *X.shape[1:]), jnp.asarray(Y)[order].reshape(s, q, *Y.shape[1:])
     kxs, kys = tuple(kxs), tuple(kys)
-    passes = [ys, _reflect(ys)] if layout.reflected else [ys]
-    out = []
-    with _progress(layout, s * s * len(passes), progress_bar, "HSIC (cyclic shifts)") as bar:
-        for y_blocks in passes:
-            spectra = jnp.zeros((q // 2 + 1, len(kxs), len(kys)), jnp.result_type(xs.dtype, jnp.complex64))
-            row_k, row_l = jnp.zeros((len(kxs), s, q), xs.dtype), jnp.zeros((len(kys), s, q), xs.dtype)
-            for t in range(s):
-                for u in range(s):
-                    block, rk, rl = _hsic_cyclic_block(kxs, kys, xs[t], xs[u], y_blocks[t], y_blocks[u])
-                    spectra, row_k, row_l = spectra + block, row_k.at[:, t].add(rk), row_l.at[:, t].add(rl)
-                    bar.update()
-            out.append(np.asarray(_hsic_from_cyclic(spectra, row_k, row_l, len(layout.order))).reshape(q, -1))
-    return np.concatenate(out)
+    P = 2 if layout.reflected else 1
+    spectra = jnp.zeros((P, q // 2 + 1, len(kxs), len(kys)), jnp.result_type(xs.dtype, jnp.complex64))
+    row_k, row_l = jnp.zeros((len(kxs), s, q), xs.dtype), jnp.zeros((P, len(kys), s, q), xs.dtype)
+    with _progress(layout, s * s, progress_bar, "HSIC (cyclic shifts)") as bar:
+        for t in range(s):
+            for u in range(s):
+                block, rk, rl = _hsic_cyclic_block(kxs, kys, xs[t], xs[u], ys[t], ys[u], layout.reflected)
+                spectra, row_k, row_l = spectra + block, row_k.at[:, t].add(rk), row_l.at[:, :, t].add(rl)
+                bar.update()
+    return np.concatenate([np.asarray(_hsic_from_cyclic(spectra[p], row_k, row_l[p], len(layout.order)))
+                           .reshape(q, -1) for p in range(P)])
 
 
 @partial(jax.jit, static_argnames="n")

@@ -86,14 +86,16 @@ def _shift_reference(phi, labels, layout):
 
 
 def test_the_layout_divides_the_rows_into_enough_blocks():
-    """q in [L, 2 L], L = max(B + 1, MIN_BLOCKS), as even as the rows allow; one row per block, with reflections,
-    when the sample is smaller than B + 1; the rows used are distinct and the leftovers fewer than s."""
+    """q in [L, 2 L], L = max(B + 1, MIN_BLOCKS), leaving the fewest rows over; one row per block, with reflections,
+    when the sample is smaller than B + 1; the rows used are distinct."""
     key = jax.random.key(3)
     for N, B, q, s, reflected in [(4000, 9, 400, 10, False), (1000, 500, 1000, 1, False), (4001, 500, 800, 5, False),
                                   (73, 100, 73, 1, True), (110, 49, 110, 1, False)]:
         layout = cyclic_layout(N, B, key)
         assert (layout.blocks, layout.offsets, layout.reflected) == (q, s, reflected)
-        assert len(np.unique(layout.order)) == len(layout.order) and N - len(layout.order) < max(s, 1) + (N % q)
+        assert len(np.unique(layout.order)) == len(layout.order) == q * s
+        L = max(B + 1, cyclic.MIN_BLOCKS)
+        assert N % q == min(N % c for c in range(min(L, N), min(2 * L, N) + 1))
         assert null_size(layout) == (2 * q - 1 if reflected else q - 1) >= min(B, N - 1)
     assert not cyclic_layout(73, 100, key, reflections=False).reflected
 
