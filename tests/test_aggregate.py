@@ -264,3 +264,22 @@ def test_the_rule_in_high_dimension_is_cheap_and_keeps_its_inducing_points():
     post = bke.lengthscale_posterior(np.vstack([X, Y]), key=jax.random.key(1), m=10)
     assert post.m == 10 and post.n == 190
     assert bk.mmd_test(X, Y, "bayes", key=jax.random.key(2), n_permutations=199).reject(0.05)
+
+
+def test_from_a_span_of_32_dimensions_the_rule_caps_the_inducing_points_at_the_dimension(monkeypatch):
+    """In a 40-dimensional span the rule's m = 100 becomes m = D = 40 (the O(n m + m^3) form of the volume); in a
+    10-dimensional span it stays above D (m = 10, 30, 100)."""
+    from bayeskern.bke import aggregate
+
+    seen = []
+    real = aggregate.spanned_posterior
+
+    def spy(pooled, key, m, *args):
+        seen.append((pooled.shape[1], m))
+        return real(pooled, key, m, *args)
+
+    monkeypatch.setattr(aggregate, "spanned_posterior", spy)
+    rng = np.random.default_rng(9)
+    for dim in (40, 10):
+        bke.BayesAggregate()(rng.standard_normal((250, dim)), rng.standard_normal((250, dim)), key=jax.random.key(0))
+    assert seen == [(40, 10), (40, 30), (40, 40), (10, 10), (10, 30), (10, 100)]

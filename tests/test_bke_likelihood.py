@@ -126,11 +126,9 @@ def test_log_volume_closed_form_matches_jacobian_identities(rng):
             assert closed[i] == pytest.approx(0.5 * np.linalg.slogdet(G)[1], rel=1e-10)
 
 
-def test_log_volume_equals_the_jacobian_determinant_above_the_qr_switch():
-    """The Householder path (D above the unrolled Gram-Schmidt passes, which the D = 2 test above checks)."""
-    from bayeskern.bke.likelihood import _UNROLLED_QR_MAX_DIM
-
-    D = _UNROLLED_QR_MAX_DIM + 3
+def test_log_volume_equals_the_jacobian_determinant_for_a_full_covariance_kernel():
+    """D = 7, m = 10 with a full covariance: log gamma = 0.5 log det(J^T J) of the analytic Jacobian."""
+    D = 7
     rng = np.random.default_rng(D)
     X, Z = rng.standard_normal((4, D)), rng.standard_normal((D + 3, D))
     A = rng.standard_normal((D, D))
@@ -297,29 +295,85 @@ def test_pseudolikelihood_bad_inputs(rng):
         ConvolvedSE(k, nu="gaussian")
 
 
-def test_log_volume_falls_back_to_cauchy_binet_where_qr_loses_accuracy():
-    from bayeskern.bke.likelihood import _QR_RATIO_MIN, _se_features_and_log_gamma
-
+def test_log_volume_is_accurate_when_the_jacobian_rows_span_hundreds_of_orders_of_magnitude():
+    """At small lengthscales the rows k(x, z_l) v_l of the Jacobian differ by factors of 1e-55 and smaller: the
+    log-volume still equals Cauchy-Binet (det J^T J = sum over D-subsets S of det(J_S)^2), written out in log space,
+    for D = 2, 3 and 4 with m > D, and the m = D case equals log |det J| from an LU; the gradient is finite."""
     rng = np.random.default_rng(7)
-    Z = rng.uniform(-2, 2, (12, 2))
-    X = Z[:4] + 0.05 * rng.standard_normal((4, 2))  # each x next to one inducing point
-    X = np.vstack([X, rng.uniform(-2, 2, (3, 2))])
-    k = RBF(0.08)  # tiny lengthscale: one point dominates J, |R_22| / |R_11| collapses
-    Ls = np.eye(2) * 0.08
-    ratios = np.asarray(_se_features_and_log_gamma(jnp.asarray(X), jnp.asarray(Z), jnp.asarray(Ls))[2])
-    assert np.any(ratios < _QR_RATIO_MIN) and np.any(ratios >= _QR_RATIO_MIN)  # both branches are exercised
-    # reference: Cauchy-Binet in log space, written out independently
-    expected = []
-    for x in X:
-        d = x - Z
-        log_w = -np.sum(d**2, 1) / 0.08**2
-        v = d / 0.08**2
-        terms = [log_w[a] + log_w[b] + 2 * np.log(abs(v[a, 0] * v[b, 1] - v[a, 1] * v[b, 0]))
-                 for a, b in itertools.combinations(range(len(Z)), 2)]
-        expected.append(0.5 * np.logaddexp.reduce(terms))
-    np.testing.assert_allclose(log_volume(X, Z, k), expected, rtol=1e-10)
-    grad = jax.grad(lambda ls: jnp.sum(log_volume(X, Z, RBF(ls))))(0.08)
+    for D, m, ell in ((2, 12, 0.08), (3, 8, 0.15), (4, 10, 0.1), (5, 5, 0.3)):
+        Z = rng.uniform(-2, 2, (m, D))
+        X = np.vstack([Z[:3] + 0.05 * rng.standard_normal((3, D)), rng.uniform(-2, 2, (3, D))])
+        expected = []
+        for x in X:
+            log_k, v = -np.sum((x - Z) ** 2, 1) / (2 * ell**2), (x - Z) / ell**2
+            terms = []
+            for S in itertools.combinations(range(m), D):
+                sign, logdet = np.linalg.slogdet(v[list(S)])
+                if sign != 0:
+                    terms.append(2 * np.sum(log_k[list(S)]) + 2 * logdet)
+            expected.append(0.5 * np.logaddexp.reduce(terms))
+        got = np.asarray(log_volume(X, Z, RBF(ell)))
+        np.testing.assert_allclose(got, expected, rtol=1e-10)
+        np.testing.assert_allclose(log_volume(X, Z, RBF(ell), method="autodiff"), expected, rtol=1e-10)
+        assert np.ptp(np.asarray([-np.sum((x - Z) ** 2, 1) / (2 * ell**2) for x in X]), axis=1).max() > 40
+    grad = jax.grad(lambda ls: jnp.sum(log_volume(X, Z, RBF(ls))))(0.3)
     assert np.isfinite(float(grad))
+
+
+def test_log_volume_on_lattice_data_counts_exactly_parallel_rows_as_parallel():
+    """Integer-valued data (pixels, counts) make differences x - z_l exactly parallel, so that det J_S = 0 for some
+    D-subsets S while their rounded determinants are 1e-14 and, at small lengthscales, would outweigh every other
+    subset. The log-volume equals Cauchy-Binet with each det(Z_S - x) computed exactly in rational arithmetic."""
+    from fractions import Fraction
+
+    def exact_det(rows):
+        rows = [[Fraction(int(v)) for v in r] for r in rows]
+        det, n = Fraction(1), len(rows)
+        for c in range(n):
+            p = next((r for r in range(c, n) if rows[r][c] != 0), None)
+            if p is None:
+                return Fraction(0)
+            if p != c:
+                rows[c], rows[p], det = rows[p], rows[c], -det
+            det *= rows[c][c]
+            for r in range(c + 1, n):
+                f = rows[r][c] / rows[c][c]
+                rows[r] = [a - f * b for a, b in zip(rows[r], rows[c])]
+        return det
+
+    rng = np.random.default_rng(3)
+    for D, m in ((2, 6), (3, 7)):
+        Z = np.unique(rng.integers(-2, 3, (3 * m, D)), axis=0)[:m].astype(float)
+        X = np.array([x for x in rng.integers(-2, 3, (40, D)) if not (x == Z).all(1).any()][:8], float)
+        for ell in (0.1, 0.3, 1.0):
+            expected = []
+            for x in X:
+                log_k = -np.sum((x - Z) ** 2, 1) / (2 * ell**2)
+                terms = [2 * np.sum(log_k[list(S)]) + 2 * (np.log(abs(float(det))) - 2 * D * np.log(ell))
+                         for S in itertools.combinations(range(m), D)
+                         if (det := exact_det(Z[list(S)] - x)) != 0]
+                expected.append(0.5 * np.logaddexp.reduce(terms) if terms else -np.inf)
+            np.testing.assert_allclose(log_volume(X, Z, RBF(ell)), expected, rtol=1e-10)
+
+
+def test_where_every_difference_misses_a_direction_the_volume_is_that_of_the_span():
+    """Pixels that are 0 in x and in every inducing point make J^T J singular (m > D); the log-volume is then the
+    pseudo-determinant's, which for a coordinate shared by x and all of Z equals the volume without that coordinate,
+    at any lengthscale and in the autodiff path too; a point that shares it with only some of Z keeps the full
+    determinant (finite, and not the lower-dimensional value)."""
+    rng = np.random.default_rng(5)
+    X, Z = rng.standard_normal((6, 3)), 1.3 * rng.standard_normal((9, 3))
+    pad = lambda A, c: np.hstack([A, np.full((len(A), 1), c)])
+    for ell in (0.2, 1.0, 4.0):
+        want = np.asarray(log_volume(X, Z, RBF(ell)))
+        for c in (0.0, 7.0):
+            np.testing.assert_allclose(log_volume(pad(X, c), pad(Z, c), RBF(ell)), want, rtol=1e-10)
+            np.testing.assert_allclose(log_volume(pad(X, c), pad(Z, c), RBF(ell), method="autodiff"), want,
+                                       rtol=1e-10)
+    Zmixed = pad(Z, 0.0)
+    Zmixed[0, -1] = 1.0
+    mixed = np.asarray(log_volume(pad(X, 0.0), Zmixed, RBF(1.0)))
+    assert np.all(np.isfinite(mixed)) and np.all(np.abs(mixed - np.asarray(log_volume(X, Z, RBF(1.0)))) > 1e-3)
 
 
 def test_the_fused_one_dimensional_form_equals_the_general_pass():
@@ -381,26 +435,28 @@ def test_with_fewer_inducing_points_than_dimensions_the_volume_is_the_m_by_m_sid
 
 
 def test_the_fused_form_for_few_inducing_points_equals_the_streamed_pass_and_stays_finite_in_high_dimension():
-    """For an isotropic SE kernel with m < D the objective stores distances and evaluates L in O(n m + m^3): equal to
+    """For an isotropic SE kernel with m <= D the objective stores distances and evaluates L in O(n m + m^3): equal to
     the streamed pass (values and gradients), and finite in D = 400 where pi^(D/2) l^D of the prior covariance
     overflows (the streamed pass then fails to factorise and says -inf)."""
     from bayeskern.bke import SEPseudolikelihood
     from bayeskern.bke.likelihood import _compiled_log_pseudolikelihood
 
     rng = np.random.default_rng(12)
-    X, Z = rng.standard_normal((60, 14)), 1.1 * rng.standard_normal((6, 14))
-    objective = SEPseudolikelihood.build(X, Z)
-    assert len(objective.distances) == 3  # the fused m < D inputs
+    X = rng.standard_normal((60, 14))
+    for m in (6, 14):   # m < D, and the square case m = D
+        Z = 1.1 * rng.standard_normal((m, 14))
+        objective = SEPseudolikelihood.build(X, Z)
+        assert len(objective.distances) == 3  # the fused m <= D inputs
 
-    def streamed(ell, tau2=0.7):
-        k = RBF(ell)
-        return _compiled_log_pseudolikelihood(k, ConvolvedSE(k), jnp.asarray(X), jnp.asarray(Z), tau2, "closed",
-                                              "exact", True, None, None)
+        def streamed(ell, tau2=0.7, Z=Z):
+            k = RBF(ell)
+            return _compiled_log_pseudolikelihood(k, ConvolvedSE(k), jnp.asarray(X), jnp.asarray(Z), tau2, "closed",
+                                                  "exact", True, None, None)
 
-    for ell in (0.6, 2.5, 9.0):
-        np.testing.assert_allclose(objective(ell, 0.7), streamed(ell), rtol=1e-11)
-        np.testing.assert_allclose(jax.grad(lambda l: objective(l, 0.7))(ell), jax.grad(streamed)(ell), rtol=1e-8)
-    np.testing.assert_allclose(log_pseudolikelihood(X, Z, RBF(2.5), 0.7), streamed(2.5), rtol=1e-11)
+        for ell in (0.6, 2.5, 9.0):
+            np.testing.assert_allclose(objective(ell, 0.7), streamed(ell), rtol=1e-11)
+            np.testing.assert_allclose(jax.grad(lambda l: objective(l, 0.7))(ell), jax.grad(streamed)(ell), rtol=1e-8)
+        np.testing.assert_allclose(log_pseudolikelihood(X, Z, RBF(2.5), 0.7), streamed(2.5), rtol=1e-11)
     Xh, Zh = rng.standard_normal((80, 400)), rng.standard_normal((10, 400))
     high = SEPseudolikelihood.build(Xh, Zh)
     values = [float(high(ell)) for ell in (1.0, 30.0, 200.0)]

@@ -68,7 +68,7 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
     The pseudolikelihood L(theta) of Flaxman et al. (2016, eq. 15) is evaluated on ``m`` inducing points held out
     of X at random (drawn with ``key``) and the rest of X, in X's own affine span (:func:`span_coordinates`: constant
     columns and low-rank embeddings are accepted; the kernel is isotropic, so nothing else changes). With fewer
-    inducing points than dimensions (m < D) the log-volume is that of the m x m side of the Jacobian and an
+    inducing points than dimensions (m <= D) the log-volume is that of the m x m side of the Jacobian and an
     evaluation costs O(n m + m^3) after O(n m D) distances (see :func:`log_volume`). It is often multimodal (a within-cluster and a
     between-cluster scale, say), and exp(L) treats each of the n points as a separate observation of the
     embedding, so its modes differ by hundreds of nats and move with the held-out points. The posterior here is

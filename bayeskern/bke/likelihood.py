@@ -7,7 +7,6 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 from jax.flatten_util import ravel_pytree
-from jax.scipy.special import logsumexp
 
 from .._config import require_x64
 from .._validation import as_matrix, as_points, check_positive, is_concrete, num_points, row_keys
@@ -114,109 +113,140 @@ def kron_loglik_as_printed(Kzx, Rzz, tau2):
     return -0.5 * logdet - 0.5 * jnp.sum(mv2 * e * mv2)
 
 
-# Up to this dimension D unrolled Gram-Schmidt passes over the columns run fastest (0.9 against 1.4 ms for a value
-# and gradient at D = 2, n = 400, m = 30). Their compile time grows as D^2 (2.0 s at D = 6, 8 s at D = 50), while a
-# batched Householder QR compiles in under a second at any D: from D = 5 on that outweighs its slightly slower run
-# (3.7 against 2.9 ms at D = 6), and from D = 8 on it runs faster too.
-_UNROLLED_QR_MAX_DIM = 4
+def _log_gamma_from_rows(log_k, V):
+    """log gamma (...,) of the Jacobians J = diag(exp(log_k)) V: 0.5 log pdet(J^T J) for m > D, else
+    0.5 log det(J J^T); log_k (..., m) are the log weights of the rows and V (..., m, D) their directions, of
+    comparable lengths.
+
+    The weights k(x, z_l) of the rows can differ by hundreds of orders of magnitude, more than any factorisation of
+    J itself resolves (rows below about 1e-154 of the largest vanish from its dot products), so the weights are
+    kept apart. For m <= D, det J J^T = prod k_l^2 det V V^T. For m > D, r = rank J pivot rows S are chosen by
+    weighted residual length (a QR of J^T with column pivoting, computed on V and log_k; see
+    :func:`_pivoted_gram_schmidt`) and completed by D - r unit vectors orthogonal to them (weight 1) to a square V_S;
+    then pdet J^T J = det(J_S)^2 det(I + C^T C) with C = J_rest J_S^{-1}, entries
+    exp(log k_r - log k_s) (V_rest V_S^{-1})_rs, at most of order one for these pivots. A row already in the span of
+    the rows chosen before a pivot s has the coefficient 0 on s, set exactly. With r < D (every x - z_l orthogonal to
+    some direction: pixels that are 0 in x and in every inducing point) J^T J is singular and its pseudo-determinant,
+    the volume of the image of the span of the rows, is used, as the fused form for m <= D does. Everything is
+    elementwise work and loops over the D pivots, no batched LAPACK call (see ``_LAPACK_INLINE_FLOPS``).
+    """
+    m, D = V.shape[-2:]
+    if m <= D:
+        return jnp.sum(log_k, axis=-1) + jnp.sum(_log_abs_diag_r(jnp.swapaxes(V, -1, -2)), axis=-1)
+    P, P_S, log_k_S, spanned_at, completed = _pivoted_gram_schmidt(log_k, V)
+    W = _solve_lower_right(P, P_S)                                                      # V V_S^{-1}
+    # C_rs = 0 for the chosen rows and for pivots s chosen after row r entered the span of the earlier ones
+    keep = jnp.arange(D) < spanned_at[..., None]                                        # (..., m, D)
+    ratio = jnp.exp(jnp.where(keep, log_k[..., :, None] - log_k_S[..., None, :], -jnp.inf))
+    C = jnp.where(keep, W, 0.0) * ratio
+    inner = jnp.eye(D, dtype=V.dtype) + jnp.swapaxes(C, -1, -2) @ C
+    log_det_S = jnp.sum(jnp.log(jnp.abs(jnp.diagonal(P_S, axis1=-2, axis2=-1))), axis=-1)
+    value = jnp.sum(log_k_S, axis=-1) + log_det_S + 0.5 * _logdet_spd(inner)
+    return jnp.where(jnp.all(completed, axis=-1), -jnp.inf, value)   # rank 0: every row zero
+
+
+def _pivoted_gram_schmidt(log_k, V):
+    """Gram-Schmidt on the rows of V (..., m, D), m > D, in the order of column pivoting of J^T = (diag(exp(log_k))
+    V)^T: each pivot is the row with the largest weighted length of its part orthogonal to the rows chosen before.
+    A part shorter than a few hundred rounding errors of its row counts as zero (that row lies in the span of the
+    rows chosen so far); when every row does, the remaining pivots are unit vectors completing an orthonormal basis
+    Q. The pivot choices are constants for differentiation.
+
+    Returns:
+        P = V Q^T (..., m, D); P_S (..., D, D) the rows of P of the pivots in order (lower triangular; e_d for a
+        completing vector); log_k_S (..., D) their log weights (0 when completing); spanned_at (..., m): how many
+        pivots had been chosen when each row entered their span (D if never, 0 for pivots and zero rows);
+        completed (..., D): whether pivot d is a completing vector.
+    """
+    m, D = V.shape[-2:]
+    batch = V.shape[:-2]
+    tolerance2 = (256 * D * jnp.finfo(V.dtype).eps) ** 2 * jnp.sum(V**2, axis=-1)
+    tiny = jnp.finfo(V.dtype).tiny
+    fixed = jax.lax.stop_gradient
+
+    def project_out(A, q):
+        return A - jnp.sum(A * q[..., None, :], axis=-1, keepdims=True) * q[..., None, :]
+
+    def step(d, carry):
+        residual, unit_residual, Q, chosen, completed, spanned_at = carry
+        live = spanned_at == D
+        length2 = fixed(jnp.sum(residual**2, axis=-1))
+        score = jnp.where(live, fixed(log_k) + 0.5 * jnp.log(jnp.where(live, length2, 1.0)), -jnp.inf)
+        pick, has_live = jnp.argmax(score, axis=-1), jnp.any(live, axis=-1)
+        unit = jnp.argmax(jnp.sum(unit_residual**2, axis=-1), axis=-1)
+        q = jnp.where(has_live[..., None], jnp.take_along_axis(residual, pick[..., None, None], axis=-2)[..., 0, :],
+                      jnp.take_along_axis(unit_residual, unit[..., None, None], axis=-2)[..., 0, :])
+        q = q / jnp.maximum(jnp.linalg.norm(q, axis=-1, keepdims=True), tiny)
+        residual, unit_residual = project_out(residual, q), project_out(unit_residual, fixed(q))
+        spanned = live & (fixed(jnp.sum(residual**2, axis=-1)) <= tolerance2)
+        spanned_at = jnp.where(has_live[..., None] & (jnp.arange(m) == pick[..., None]), 0,
+                               jnp.where(spanned, d + 1, spanned_at))
+        return (residual, unit_residual, Q.at[..., d, :].set(q), chosen.at[..., d].set(pick),
+                completed.at[..., d].set(~has_live), spanned_at)
+
+    # rows that are zero to begin with (a weight that underflowed in an autodiff Jacobian) never enter the sums
+    spanned_at = jnp.where(jnp.isfinite(log_k) & (jnp.sum(V**2, axis=-1) > 0), D, 0)
+    init = (V, jnp.broadcast_to(jnp.eye(D, dtype=V.dtype), batch + (D, D)), jnp.zeros(batch + (D, D), V.dtype),
+            jnp.zeros(batch + (D,), spanned_at.dtype), jnp.zeros(batch + (D,), bool), spanned_at)
+    _, _, Q, chosen, completed, spanned_at = jax.lax.fori_loop(0, D, step, init)
+    P = V @ jnp.swapaxes(Q, -1, -2)
+    P_S = jnp.where(completed[..., None], jnp.eye(D, dtype=V.dtype), jnp.take_along_axis(P, chosen[..., None], axis=-2))
+    log_k_S = jnp.where(completed, 0.0, jnp.take_along_axis(log_k, chosen, axis=-1))
+    return P, P_S, log_k_S, spanned_at, completed
+
+
+def _solve_lower_right(B, L):
+    """X (..., m, D) with X L = B for lower-triangular L (..., D, D), by substitution over the columns."""
+    D = L.shape[-1]
+
+    def step(i, X):
+        j = D - 1 - i
+        column = (B[..., j] - jnp.sum(X * L[..., None, :, j], axis=-1)) / L[..., None, j, j]
+        return X.at[..., j].set(column)
+
+    return jax.lax.fori_loop(0, D, step, jnp.zeros_like(B))
+
+
+def _logdet_spd(A):
+    """log det A (...,) of symmetric positive definite A (..., D, D) whose eigenvalues are at least 1, by an
+    outer-product Cholesky over the D columns."""
+    D = A.shape[-1]
+
+    def step(j, carry):
+        A, total = carry
+        pivot = A[..., j, j]
+        column = jnp.where(jnp.arange(D) >= j, A[..., :, j], 0.0) / jnp.sqrt(pivot)[..., None]
+        return A - column[..., :, None] * column[..., None, :], total + jnp.log(pivot)
+
+    return jax.lax.fori_loop(0, D, step, (A, jnp.zeros(A.shape[:-2], A.dtype)))[1]
 
 
 def _log_abs_diag_r(A):
-    """log |diag R| of the thin QR of A (..., m, D), m >= D; returns (..., D).
-
-    Both the modified Gram-Schmidt R factor (unrolled over the static D columns, for small D) and the Householder R
-    factor are backward stable, so columns of very different lengths lose nothing but their own rounding.
-    """
-    D = A.shape[-1]
-    if D > A.shape[-2]:
-        raise ValueError(f"the QR of an m x D Jacobian needs m >= D here, got {A.shape[-2:]}")
-    if D > _UNROLLED_QR_MAX_DIM:
-        return jnp.log(jnp.abs(jnp.diagonal(jnp.linalg.qr(A, mode="r"), axis1=-2, axis2=-1)))
-    cols = [A[..., d] for d in range(D)]
-    out = []
-    for d in range(D):
-        norm = jnp.sqrt(jnp.sum(cols[d] ** 2, axis=-1, keepdims=True))
-        out.append(jnp.log(norm[..., 0]))
-        q = cols[d] / jnp.where(norm > 0, norm, 1.0)
-        for e in range(d + 1, D):
-            cols[e] = cols[e] - jnp.sum(q * cols[e], axis=-1, keepdims=True) * q
-    return jnp.stack(out, axis=-1)
-
-
-def _se_weights(x, Z, Ls):
-    """log w_l = log k(x, z_l)^2 (m,) and v_l = Sigma^{-1} (x - z_l) (m, D) for k = exp(-d^T Sigma^{-1} d / 2)."""
-    a = whiten_unchecked(Ls, (x - Z).T)  # (D, m): Ls^{-1} (x - z_l)
-    v = jax.scipy.linalg.solve_triangular(Ls.T, a, lower=False).T
-    return -jnp.sum(a**2, axis=0), v
-
-
-def _log_volume_factor(J):
-    """log |diag R| of the thin QR of the m x D Jacobians J (..., m, D) or, for m < D, of their transposes: the
-    min(m, D) logarithms whose sum is log sqrt(det J^T J) (m >= D) or log sqrt(det J J^T) (m < D)."""
-    return _log_abs_diag_r(J if J.shape[-2] >= J.shape[-1] else jnp.swapaxes(J, -1, -2))
+    """log |diag R| of the thin Householder QR of A (..., m, D), m >= D; returns (..., D)."""
+    return jnp.log(jnp.abs(jnp.diagonal(jnp.linalg.qr(A, mode="r"), axis1=-2, axis2=-1)))
 
 
 def _se_features_and_log_gamma(X, Z, Ls):
-    """K = k(X, Z) (n, m), log gamma (n,) and |R_DD| / |R_11| (n,) for an SE kernel, vectorised over X (n, D).
+    """K = k(X, Z) (n, m) and log gamma (n,) for an SE kernel k = exp(-d^T Sigma^{-1} d / 2), Sigma = Ls Ls^T,
+    vectorised over X (n, D).
 
-    J^T J = sum_l k(x, z_l)^2 Sigma^{-1} (x - z_l)(x - z_l)^T Sigma^{-1} in log space: whitened differences a_l = Ls^{-1}(x - z_l), r2_l = |a_l|^2 = -log w_l,
-    v_l = Ls^{-T} a_l; the QR columns exp(-(r2_l - min r2) / 2) v_l are O(1), so nothing under- or
-    overflows, and the same scaled weights give the features K = exp(-min r2 / 2) exp(-(r2 - min r2) / 2). With fewer
-    inducing points than dimensions (m < D) the volume is that of the m x m side, log sqrt(det J J^T).
+    The rows of the Jacobian are k(x, z_l) v_l with v_l = -Sigma^{-1} (x - z_l): whitened differences
+    a_l = Ls^{-1} (x - z_l) give log k = -|a_l|^2 / 2 and v_l = -Ls^{-T} a_l, and :func:`_log_gamma_from_rows` keeps the
+    two apart, so nothing under- or overflows however far the inducing points are.
     """
     D = X.shape[1]
-    side = min(D, Z.shape[0])
     Xw, Zw = whiten_unchecked(Ls, X.T).T, whiten_unchecked(Ls, Z.T).T
     a = Xw[:, None, :] - Zw[None, :, :]  # (n, m, D)
-    r2 = jnp.sum(a**2, axis=-1)
-    r2_min = jnp.min(r2, axis=1)
-    scale = jnp.exp(-0.5 * (r2 - r2_min[:, None]))
-    K = jnp.exp(-0.5 * r2_min)[:, None] * scale
+    log_k = -0.5 * jnp.sum(a**2, axis=-1)
     back = jax.scipy.linalg.solve_triangular(Ls.T, jnp.eye(D, dtype=Ls.dtype), lower=False)  # Ls^{-T}, D x D
-    cols = scale[..., None] * (a @ back.T)  # (n, m, D): rows exp(-(r2_l - min r2) / 2) v_l
-    if D == 1:
-        return K, -0.5 * r2_min + 0.5 * jnp.log(jnp.sum(cols[..., 0] ** 2, axis=1)), jnp.ones_like(r2_min)
-    log_r = _log_volume_factor(cols)
-    return K, -0.5 * side * r2_min + jnp.sum(log_r, axis=1), jnp.exp(log_r[:, -1] - log_r[:, 0])
-
-
-def _log_gamma_cauchy_binet_2d(x, Z, Ls):
-    """Exact D = 2 log-volume: det G = sum_{l<l'} w_l w_l' (v_l x v_l')^2 with logsumexp, O(m^2)."""
-    log_w, v = _se_weights(x, Z, Ls)
-    c2 = (v[:, None, 0] * v[None, :, 1] - v[:, None, 1] * v[None, :, 0]) ** 2
-    pair = jnp.triu(jnp.ones_like(c2, dtype=bool), k=1) & (c2 > 0)
-    terms = jnp.where(pair, log_w[:, None] + log_w[None, :] + jnp.log(jnp.where(pair, c2, 1.0)), -jnp.inf)
-    return 0.5 * logsumexp(terms)
-
-
-_QR_RATIO_MIN = 1e-6  # below this |R_22| / |R_11| the D = 2 QR loses accuracy: use Cauchy-Binet
-
-
-def _log_volume_se(X, Z, Ls, out, ratio):
-    """Per-point log gamma from the QR values, with the D = 2 Cauchy-Binet fallback where the QR is inaccurate."""
-    if X.shape[1] != 2 or Z.shape[0] < 2:
-        return out
-    bad = ratio < _QR_RATIO_MIN
-
-    # Evaluated only for the points that need it (a sequential map with a per-point cond: O(m^2) work and
-    # memory per flagged point); checkpointed so reverse mode stores no residuals for branches not taken.
-    @jax.checkpoint
-    def fallback(out):
-        def point(args):
-            x, o, b = args
-            return jax.lax.cond(b, lambda: _log_gamma_cauchy_binet_2d(x, Z, Ls), lambda: o)
-
-        return jax.lax.map(point, (X, out, bad))
-
-    return jax.lax.cond(jnp.any(bad), fallback, lambda o: o, out)
+    return jnp.exp(log_k), _log_gamma_from_rows(log_k, a @ back.T)
 
 
 def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
     """K = k(X, Z) (n, m) and the per-point log-volume (n,) (zeros when ``with_volume`` is False)."""
     if with_volume and volume == "closed":
         Ls = se_scale_tril(kernel, X.shape[1])
-        K, out, ratio = _se_features_and_log_gamma(X, Z, Ls)
-        lv = _log_volume_se(X, Z, Ls, out, ratio)
+        K, lv = _se_features_and_log_gamma(X, Z, Ls)
     else:
         K = kernel.evaluate(X, Z)
         lv = jax.vmap(lambda x: _log_gamma_autodiff(x, Z, kernel))(X) if with_volume else jnp.zeros(X.shape[0], K.dtype)
@@ -224,11 +254,16 @@ def _features_and_log_volume(X, Z, kernel, volume, convention, with_volume):
 
 
 def _log_gamma_autodiff(x, Z, kernel):
-    """log sqrt(det J^T J) (m >= D) or log sqrt(det J J^T) (m < D) with J = d phi_z / dx by forward-mode autodiff
-    and a globally scaled thin QR."""
+    """log sqrt(det J^T J) (m > D) or log sqrt(det J J^T) (m <= D) with J = d phi_z / dx by forward-mode autodiff,
+    each row split into its log length and direction for :func:`_log_gamma_from_rows`."""
     J = jax.jacfwd(lambda p: kernel.evaluate(p[None, :], Z)[0])(x)  # (m, D)
-    scale = jnp.max(jnp.linalg.norm(J, axis=1))
-    return jnp.sum(_log_volume_factor(J / scale)) + min(J.shape) * jnp.log(scale)
+    top = jnp.max(jnp.abs(J), axis=-1)    # rows of 1e-200 have squares that underflow: scale before squaring
+    positive = top > 0
+    direction = J / jnp.where(positive, top, 1.0)[:, None]
+    norm = jnp.linalg.norm(direction, axis=-1)
+    log_k = jnp.where(positive, jnp.log(jnp.where(positive, top, 1.0)) + jnp.log(jnp.where(positive, norm, 1.0)),
+                      -jnp.inf)
+    return _log_gamma_from_rows(log_k, direction / jnp.where(positive, norm, 1.0)[:, None])
 
 
 def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str = "exact"):
@@ -356,6 +391,11 @@ def log_pseudolikelihood(
 
 
 _CHUNK_ENTRIES = 1 << 18  # points per chunk x m: a chunk of K_zx is at most 2 MiB in float64
+# jaxlib (0.10) splits a batched LAPACK call of more than 2e5 flops over the XLA:CPU thread pool and blocks the
+# calling pool thread until the pieces finish; two such calls scheduled side by side (a value and its derivative)
+# occupy both threads of a 2-core machine and never return. The per-point QRs of the log-volume for m <= D are
+# therefore batched in chunks below that size, which jaxlib runs inline (m > D uses no LAPACK call).
+_LAPACK_INLINE_FLOPS = 200_000
 FUSED_ENTRIES = 1 << 22  # n x m up to which the D = 1 form holds K_zx whole (a few arrays of at most 32 MiB)
 
 
@@ -417,11 +457,20 @@ def _stream(kernel, X, Z, volume, volume_convention, with_volume):
     return mu, e2, jnp.sum(lvs)
 
 
+def _chunk_size(n, m, dim, with_volume):
+    """Rows of X per chunk: the (size, m, D) differences stay small, and with the log-volume of the m x m side
+    (m <= D) the batched QRs stay under jaxlib's inline size."""
+    size = max(1, min(n, _CHUNK_ENTRIES // (m * max(1, dim // 16))))
+    if with_volume and 1 < m <= dim:   # the QR of the m x m side (m > D takes no LAPACK call)
+        size = max(1, min(size, _LAPACK_INLINE_FLOPS // (2 * dim * m * m)))
+    return size
+
+
 def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume):
     """Per chunk of rows of X (where ``keep``): counts, feature means (chunks, m), centred sums of squares and
     log-volume sums."""
     n, dim = X.shape
-    size = max(1, min(n, _CHUNK_ENTRIES // (Z.shape[0] * max(1, dim // 16))))  # the (size, m, D) differences stay small
+    size = _chunk_size(n, Z.shape[0], dim, with_volume)
     chunks = -(-n // size)
     padded = jnp.concatenate([X, jnp.broadcast_to(X[:1], (chunks * size - n, dim))])
     valid = jnp.concatenate([keep, jnp.zeros(chunks * size - n, bool)]).reshape(chunks, size)
@@ -440,7 +489,7 @@ def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume
 
 
 def _fused_form(kernel, prior_cov, X, Z, volume, convention, with_volume):
-    """Which fused form applies, if any: ``"one_dimensional"`` (D = 1) or ``"wide"`` (m < D), for one isotropic SE
+    """Which fused form applies, if any: ``"one_dimensional"`` (D = 1) or ``"wide"`` (m <= D), for one isotropic SE
     lengthscale, the exact model with its closed-form volume and Lebesgue measure, all rows on one device, and K_zx
     small enough to hold whole; else None (the streamed pass)."""
     if not (isinstance(kernel, RBF) and jnp.size(kernel.lengthscale) == 1 and not isinstance(X, RowShards)
@@ -456,7 +505,7 @@ def fused_shape(X, Z):
     n, dim = X.shape
     if n * Z.shape[0] > FUSED_ENTRIES:
         return None
-    return "one_dimensional" if dim == 1 else "wide" if Z.shape[0] < dim else None
+    return "one_dimensional" if dim == 1 else "wide" if Z.shape[0] <= dim else None
 
 
 def fused_inputs(X, Z):
@@ -532,7 +581,7 @@ _se_1d_pseudolikelihood.defjvp(_se_1d_pseudolikelihood_jvp, symbolic_zeros=True)
 
 def wide_inputs(X, Z):
     """(d2 (n, m), dz2 (m, m), c): squared distances from the points to the inducing points and among the inducing
-    points, and c = sum_i 0.5 log det(A_i A_i^T) with rows x_i - z_l of A_i: the data-only inputs of the fused m < D
+    points, and c = sum_i 0.5 log det(A_i A_i^T) with rows x_i - z_l of A_i: the data-only inputs of the fused m <= D
     pseudolikelihood.
 
     A point whose differences x_i - z_l are linearly dependent (lattice or repeated values) has volume 0 at every
@@ -576,7 +625,7 @@ def _wide_inputs(X, Z):
 
 
 def _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, tau2, dim):
-    """L(l, tau2) for m < D from the inputs of :func:`wide_inputs`, in O(n m + m^3) per evaluation.
+    """L(l, tau2) for m <= D from the inputs of :func:`wide_inputs`, in O(n m + m^3) per evaluation.
 
     The log-volume of the m x m side is closed-form for an isotropic SE kernel: J J^T = diag(k) A A^T diag(k) / l^4,
     so log gamma_i = -sum_l d2_il / (2 l^2) - 2 m log l + 0.5 log det(A_i A_i^T), the last term free of l. The prior
