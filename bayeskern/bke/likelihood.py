@@ -164,31 +164,32 @@ def _pivoted_gram_schmidt(log_k, V):
     tiny = jnp.finfo(V.dtype).tiny
     fixed = jax.lax.stop_gradient
 
-    def project_out(A, q):
-        return A - jnp.sum(A * q[..., None, :], axis=-1, keepdims=True) * q[..., None, :]
-
     def step(d, carry):
-        residual, unit_residual, Q, chosen, completed, spanned_at = carry
+        residual, length2, unit_residual, Q, chosen, completed, spanned_at = carry
         live = spanned_at == D
-        length2 = fixed(jnp.sum(residual**2, axis=-1))
-        score = jnp.where(live, fixed(log_k) + 0.5 * jnp.log(jnp.where(live, length2, 1.0)), -jnp.inf)
+        score = jnp.where(live, fixed(log_k) + 0.5 * jnp.log(jnp.where(live, fixed(length2), 1.0)), -jnp.inf)
         pick, has_live = jnp.argmax(score, axis=-1), jnp.any(live, axis=-1)
         unit = jnp.argmax(jnp.sum(unit_residual**2, axis=-1), axis=-1)
-        q = jnp.where(has_live[..., None], jnp.take_along_axis(residual, pick[..., None, None], axis=-2)[..., 0, :],
-                      jnp.take_along_axis(unit_residual, unit[..., None, None], axis=-2)[..., 0, :])
+        q = jnp.where(has_live[..., None], jnp.einsum("...m,...md->...d", jax.nn.one_hot(pick, m, dtype=V.dtype),
+                                                      residual),
+                      jnp.einsum("...e,...ed->...d", jax.nn.one_hot(unit, D, dtype=V.dtype), fixed(unit_residual)))
         q = q / jnp.maximum(jnp.linalg.norm(q, axis=-1, keepdims=True), tiny)
-        residual, unit_residual = project_out(residual, q), project_out(unit_residual, fixed(q))
-        spanned = live & (fixed(jnp.sum(residual**2, axis=-1)) <= tolerance2)
+        residual = residual - jnp.einsum("...md,...d->...m", residual, q)[..., None] * q[..., None, :]
+        length2 = jnp.sum(residual**2, axis=-1)   # recomputed: downdating cancels below the tolerance
+        unit_residual = unit_residual - jnp.einsum("...ed,...d->...e", unit_residual, fixed(q))[..., None] \
+            * fixed(q)[..., None, :]
+        spanned = live & (fixed(length2) <= tolerance2)
         spanned_at = jnp.where(has_live[..., None] & (jnp.arange(m) == pick[..., None]), 0,
                                jnp.where(spanned, d + 1, spanned_at))
-        return (residual, unit_residual, Q.at[..., d, :].set(q), chosen.at[..., d].set(pick),
+        return (residual, length2, unit_residual, Q.at[..., d, :].set(q), chosen.at[..., d].set(pick),
                 completed.at[..., d].set(~has_live), spanned_at)
 
     # rows that are zero to begin with (a weight that underflowed in an autodiff Jacobian) never enter the sums
     spanned_at = jnp.where(jnp.isfinite(log_k) & (jnp.sum(V**2, axis=-1) > 0), D, 0)
-    init = (V, jnp.broadcast_to(jnp.eye(D, dtype=V.dtype), batch + (D, D)), jnp.zeros(batch + (D, D), V.dtype),
-            jnp.zeros(batch + (D,), spanned_at.dtype), jnp.zeros(batch + (D,), bool), spanned_at)
-    _, _, Q, chosen, completed, spanned_at = jax.lax.fori_loop(0, D, step, init)
+    init = (V, jnp.sum(V**2, axis=-1), jnp.broadcast_to(jnp.eye(D, dtype=V.dtype), batch + (D, D)),
+            jnp.zeros(batch + (D, D), V.dtype), jnp.zeros(batch + (D,), spanned_at.dtype), jnp.zeros(batch + (D,), bool),
+            spanned_at)
+    _, _, _, Q, chosen, completed, spanned_at = jax.lax.fori_loop(0, D, step, init)
     P = V @ jnp.swapaxes(Q, -1, -2)
     P_S = jnp.where(completed[..., None], jnp.eye(D, dtype=V.dtype), jnp.take_along_axis(P, chosen[..., None], axis=-2))
     log_k_S = jnp.where(completed, 0.0, jnp.take_along_axis(log_k, chosen, axis=-1))
@@ -396,6 +397,7 @@ _CHUNK_ENTRIES = 1 << 18  # points per chunk x m: a chunk of K_zx is at most 2 M
 # occupy both threads of a 2-core machine and never return. The per-point QRs of the log-volume for m <= D are
 # therefore batched in chunks below that size, which jaxlib runs inline (m > D uses no LAPACK call).
 _LAPACK_INLINE_FLOPS = 200_000
+_CACHE_ENTRIES = 1 << 15
 FUSED_ENTRIES = 1 << 22  # n x m up to which the D = 1 form holds K_zx whole (a few arrays of at most 32 MiB)
 
 
@@ -463,6 +465,8 @@ def _chunk_size(n, m, dim, with_volume):
     size = max(1, min(n, _CHUNK_ENTRIES // (m * max(1, dim // 16))))
     if with_volume and 1 < m <= dim:   # the QR of the m x m side (m > D takes no LAPACK call)
         size = max(1, min(size, _LAPACK_INLINE_FLOPS // (2 * dim * m * m)))
+    elif with_volume and dim > 1:
+        size = max(1, min(size, _CACHE_ENTRIES // (m * dim)))
     return size
 
 
