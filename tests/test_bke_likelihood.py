@@ -461,3 +461,18 @@ def test_the_fused_form_for_few_inducing_points_equals_the_streamed_pass_and_sta
     high = SEPseudolikelihood.build(Xh, Zh)
     values = [float(high(ell)) for ell in (1.0, 30.0, 200.0)]
     assert np.all(np.isfinite(values)) and values[1] > max(values[0], values[2])
+
+
+def test_chunks_keep_batched_lapack_calls_inline_and_the_pivot_arrays_in_cache():
+    """The streamed pass's chunks: for m <= D each batched QR of the m x m side stays under jaxlib's inline size
+    (above it jaxlib splits the call over the thread pool, which deadlocked value and gradient on 2 cores); for m > D
+    the pivot steps' (chunk, m, D) arrays stay cache-sized; without the volume only the K_zx block bounds them."""
+    from bayeskern.bke.likelihood import _CACHE_ENTRIES, _LAPACK_INLINE_FLOPS, _chunk_size
+
+    for n, m, D in ((500, 10, 60), (500, 30, 768), (5000, 14, 14)):
+        size = _chunk_size(n, m, D, True)
+        assert size == 1 or size * 2 * D * m * m <= _LAPACK_INLINE_FLOPS
+    for n, m, D in ((500, 60, 10), (400, 100, 50)):
+        size = _chunk_size(n, m, D, True)
+        assert size * m * D <= _CACHE_ENTRIES and size >= 1
+    assert _chunk_size(500, 60, 10, False) == 500 and _chunk_size(400, 30, 1, True) == 400

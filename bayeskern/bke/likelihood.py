@@ -197,7 +197,8 @@ def _pivoted_gram_schmidt(log_k, V):
 
 
 def _solve_lower_right(B, L):
-    """X (..., m, D) with X L = B for lower-triangular L (..., D, D), by substitution over the columns."""
+    """X (..., m, D) with X L = B for lower-triangular L (..., D, D), by substitution over the columns (elementwise,
+    not LAPACK's batched triangular solve: see ``_LAPACK_INLINE_FLOPS``)."""
     D = L.shape[-1]
 
     def step(i, X):
@@ -209,8 +210,9 @@ def _solve_lower_right(B, L):
 
 
 def _logdet_spd(A):
-    """log det A (...,) of symmetric positive definite A (..., D, D) whose eigenvalues are at least 1, by an
-    outer-product Cholesky over the D columns."""
+    """log det A (...,) of symmetric positive definite A (..., D, D) whose eigenvalues are at least 1 (no jitter
+    needed), by an outer-product Cholesky over the D columns (elementwise, not LAPACK's batched Cholesky: see
+    ``_LAPACK_INLINE_FLOPS``)."""
     D = A.shape[-1]
 
     def step(j, carry):
@@ -397,7 +399,7 @@ _CHUNK_ENTRIES = 1 << 18  # points per chunk x m: a chunk of K_zx is at most 2 M
 # occupy both threads of a 2-core machine and never return. The per-point QRs of the log-volume for m <= D are
 # therefore batched in chunks below that size, which jaxlib runs inline (m > D uses no LAPACK call).
 _LAPACK_INLINE_FLOPS = 200_000
-_CACHE_ENTRIES = 1 << 15
+_CACHE_ENTRIES = 1 << 15   # points per chunk x m x D for the m > D pivots: each step's arrays stay in cache (256 KiB)
 FUSED_ENTRIES = 1 << 22  # n x m up to which the D = 1 form holds K_zx whole (a few arrays of at most 32 MiB)
 
 
