@@ -113,12 +113,13 @@ def _settings() -> dict:
 
 
 def _read(i, stream, messages):
-    """Pass worker i's messages on, then ("ended", None) when its stream closes."""
-    try:
-        while True:
-            messages.put((i, pickle.load(stream)))
-    except (EOFError, OSError, pickle.UnpicklingError):
-        messages.put((i, ("ended", None)))
+    """Pass worker i's messages on, then ("ended", None) when its stream closes (and close it here)."""
+    with stream:
+        try:
+            while True:
+                messages.put((i, pickle.load(stream)))
+        except (EOFError, OSError, pickle.UnpicklingError):
+            messages.put((i, ("ended", None)))
 
 
 def _collect(workers, messages, results, progress):

@@ -139,8 +139,29 @@ def uc_baseline(y_train, y, n_test, season):
     return pred.predicted_mean, pred.conf_int(alpha=0.1).T
 
 
+def ets_baseline(y_train, y, n_test, season):
+    """(forecasts, (2, n_test) 90 % interval): ETS (additive error, damped additive trend, an additive season of
+    period s where the series has one) fitted on y_train, its states run over the whole series with those
+    parameters."""
+    import pandas as pd
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    spec = dict(error="add", trend="add", damped_trend=True,
+                **(dict(seasonal="add", seasonal_periods=season) if season else {}))
+    fitted = ETSModel(pd.Series(y_train), **spec).fit(disp=False, maxiter=1000)
+    frame = ETSModel(pd.Series(y), **spec).smooth(fitted.params).get_prediction(
+        start=len(y) - n_test, end=len(y) - 1).summary_frame(alpha=0.1)
+    return frame["mean"].to_numpy(), frame[["pi_lower", "pi_upper"]].to_numpy().T
+
+
 def coverage(band, truth) -> float:
-    return float(np.mean((truth >= band[0]) & (truth <= band[1])))
+    """The share of steps whose band holds the truth; an infinite band counts as a miss."""
+    finite = np.all(np.isfinite(band), axis=0)
+    return float(np.mean(finite & (truth >= band[0]) & (truth <= band[1])))
+
+
+def median_width(band) -> float:
+    return float(np.median(band[1] - band[0]))
 
 
 def rmse(forecast, truth) -> float:
@@ -155,10 +176,12 @@ def main(out, *, names=None, bayesian=False, seed=0, synthetic=False):
     warnings.filterwarnings("ignore", module="statsmodels")
     series = synthetic_panel() if synthetic else {name: (y, None) for name, y in panel().items()}
     names = names or list(series)
-    methods = (["KBF (tuned)"] + (["KBF (Bayesian)"] if bayesian else []) + ["AR", "SARIMAX", "UC", "persistence"]
+    methods = (["KBF (tuned)"] + (["KBF (Bayesian)"] if bayesian else []) + ["AR", "SARIMAX", "UC", "ETS", "persistence"]
                + (["oracle"] if synthetic else []))
-    print(f"{'series':<13}{'T':>5}{'test':>6}  " + "  ".join(f"{m:>24}" for m in methods))
-    print(f"{'':<26}" + "  ".join(f"{'RMSE/AR  cover   sec':>24}" for _ in methods))
+    print("per method: RMSE / AR's, coverage of the 90% band (an infinite band is a miss), its median width / AR's, "
+          "seconds")
+    print(f"{'series':<13}{'T':>5}{'test':>6}  " + "  ".join(f"{m:>30}" for m in methods))
+    print(f"{'':<26}" + "  ".join(f"{'RMSE  cover  width    sec':>30}" for _ in methods))
     results = {}
     for name in names:
         y, oracle = series[name]
@@ -166,40 +189,51 @@ def main(out, *, names=None, bayesian=False, seed=0, synthetic=False):
         y_train, truth = y[:-n_test], y[-n_test:]
         rows, chosen = {}, []
         for label, bayes in (("KBF (tuned)", False), ("KBF (Bayesian)", True))[: 1 + bayesian]:
-            fc = forecast_series(y_train, truth, key=jax.random.key(seed), bayesian=bayes)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                fc = forecast_series(y_train, truth, key=jax.random.key(seed), bayesian=bayes)
             rows[label] = (fc.mean[:, 0], fc.band[:, :, 0], fc.seconds)
+            chosen.append(f"{label}: {int(np.sum(~np.isfinite(fc.band)))} infinite, {int(fc.widened.sum())} tail-rule "
+                          f"and {int(fc.clipped.sum())} clipped steps, {len(caught)} warnings")
             if fc.mcmc is not None:
                 chosen.append(f"NUTS max R-hat {fc.mcmc.max_rhat:.3f}")
         t = fc.tuning
         chosen.insert(0, f"KBF: {_describe(fc.design)}, c = {t.best.c}, lam = {t.best.lam}" if t.best
                       else f"KBF: {t.fallback}")
+        season = SEASONS.get(name)
         t0 = time.perf_counter()
         ar, ar_band, p = ar_baseline(y_train, y, n_test)
         rows["AR"] = (ar, ar_band, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        sar, sar_band, order = sarimax_baseline(y_train, y, n_test, SEASONS.get(name))
+        sar, sar_band, order = sarimax_baseline(y_train, y, n_test, season)
         rows["SARIMAX"] = (sar, sar_band, time.perf_counter() - t0)
         t0 = time.perf_counter()
-        uc, uc_band = uc_baseline(y_train, y, n_test, SEASONS.get(name))
+        uc, uc_band = uc_baseline(y_train, y, n_test, season)
         rows["UC"] = (uc, uc_band, time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        ets, ets_band = ets_baseline(y_train, y, n_test, season)
+        rows["ETS"] = (ets, ets_band, time.perf_counter() - t0)
         rows["persistence"] = (y[-n_test - 1:-1], None, 0.0)
         if oracle is not None:
             rows["oracle"] = (oracle[-n_test:], None, 0.0)
-        ar_rmse = rmse(ar, truth)
-        results[name] = {m: (rmse(f, truth) / ar_rmse, None if b is None else coverage(b, truth), s)
+        ar_rmse, ar_width = rmse(ar, truth), median_width(ar_band)
+        results[name] = {m: (rmse(f, truth) / ar_rmse, None if b is None else coverage(b, truth),
+                             None if b is None else median_width(b) / ar_width, s)
                          for m, (f, b, s) in rows.items()}
         cells = []
         for m in methods:
-            ratio, cov, sec = results[name][m]
-            cells.append(f"{ratio:>8.3f}  {'  -  ' if cov is None else f'{cov:5.2f}'}  {sec:6.1f}")
-        print(f"{name:<13}{len(y):>5}{n_test:>6}  " + "  ".join(f"{c:>24}" for c in cells)
+            ratio, cov, width, sec = results[name][m]
+            cells.append(f"{ratio:>6.3f}  {'  -  ' if cov is None else f'{cov:5.2f}'}  "
+                         f"{'  -  ' if width is None else f'{width:5.2f}'}  {sec:6.1f}")
+        print(f"{name:<13}{len(y):>5}{n_test:>6}  " + "  ".join(f"{c:>30}" for c in cells)
               + f"   AR({p}) SARIMAX{order}; " + "; ".join(chosen), flush=True)
     for m in [m for m in methods if m not in ("persistence", "oracle")]:
         ratios = np.array([results[n][m][0] for n in names])
         covs = np.array([results[n][m][1] for n in names])
-        print(f"{m}: mean coverage {covs.mean():.3f} (min {covs.min():.2f}); RMSE <= 1.05 x AR on "
-              f"{np.mean(ratios <= 1.05):.0%} of series, max ratio {ratios.max():.3f}; "
-              f"max seconds {max(results[n][m][2] for n in names):.0f}")
+        widths = np.array([results[n][m][2] for n in names])
+        print(f"{m}: mean coverage {covs.mean():.3f} (min {covs.min():.2f}); median band width / AR's: max "
+              f"{widths.max():.2f}; RMSE <= 1.05 x AR on {np.mean(ratios <= 1.05):.0%} of series, max ratio "
+              f"{ratios.max():.3f}; max seconds {max(results[n][m][3] for n in names):.0f}")
     _plot(results, names, methods, Path(out), "bench_forecast_synthetic.png" if synthetic else "bench_forecast.png")
     return results
 
@@ -231,7 +265,7 @@ def n_val_sweep(names, sizes=(30, 49, 60, 100)):
     print("validation size sweep: test RMSE / persistence (validation MSE / persistence's; 'fallback' when a "
           "baseline forecasts)")
     for name in names:
-        y, oracle = series[name]
+        y = series[name]
         n_test = len(y) // 5
         y_train, truth = y[:-n_test], y[-n_test:]
         persistence = rmse(y[-n_test - 1:-1], truth)
@@ -263,7 +297,7 @@ def gamma_study(reps=300, seed=0):
                 for _ in range(reps):
                     errors = scale * rng.standard_normal((T, 1))
                     band = conformal_band(np.zeros((T, 1)), np.ones((T, 1)), np.abs(rng.standard_normal((n_cal, 1))),
-                                          errors, 0.9, gamma=gamma)
+                                          errors, 0.9, gamma=gamma).band
                     covered.append(np.mean(np.abs(errors) <= band[1]))
                 row.append(np.mean(covered))
             print(f"{n_cal:>12}{T:>6}{scale:>7}  " + "".join(f"{c:>13.3f}" for c in row), flush=True)

@@ -4,8 +4,8 @@
 the vector of lagged values, the latent state the current value with those lags, and the kernel Bayes filter
 models what a least-squares autoregression on the lags leaves over. The lags (here the 11-year cycle is found
 in the autocorrelation and offered as seasonal lags), levels or first differences and the filter's
-hyperparameters are chosen on the last training years; the 90 % band is conformal (calibrated on the validation
-years and on the test years as they arrive). The series is variance-stabilised (y = sqrt(count)).
+hyperparameters are chosen on the last training years; the 90 % band is conformal (calibrated on the years before
+those, forecast by the chosen filter refitted without them, and on the test years as they arrive). The series is variance-stabilised (y = sqrt(count)).
 
 Compared on the last 60 years (one-step-ahead RMSE in sunspot numbers and coverage of the 90 % bands):
 

@@ -1,7 +1,9 @@
 """One-step-ahead forecasts of an observed series with calibrated bands: the validated kernel Bayes forecaster,
 Bayesian-averaged over the filter's hyperparameters by NUTS, with an adaptive conformal band."""
 
+import math
 import time
+import warnings
 from typing import NamedTuple
 
 import jax
@@ -10,16 +12,18 @@ import numpy as np
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
-from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _design_rows,
-                                    _forecast_path, _location_scale, _residual_latents, _standardised,
-                                    conformal_band, tune_forecaster)
+from bayeskern.kbr.filter import ReadoutWarning, TuningWarning, _widened_range
+from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration_errors,
+                                    _calibration_size, _check_tuning_arguments, _design_rows, _forecast_path, _location_scale,
+                                    _residual_latents, _standardised, _validation_size, conformal_band,
+                                    tune_forecaster)
 from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
 from .diagnostics import Diagnostics
 from .kbf import _chain_method_for_filters, posterior_predictive_filter
 from .nuts import run_nuts
 
-__all__ = ["Forecast", "forecast_series"]
+__all__ = ["Forecast", "CalibrationWarning", "forecast_series"]
 
 
 class Forecast(NamedTuple):
@@ -27,13 +31,21 @@ class Forecast(NamedTuple):
 
     Attributes:
         mean: (T~, d) forecasts; row t uses the training series and the test steps before t.
-        band: (2, T~, d) lower and upper band of probability ``level``.
+        band: (2, T~, d) lower and upper band of probability ``level``, finite everywhere.
         level: the band's coverage target.
         design: the chosen :class:`~bayeskern.kbr.forecast.ForecastDesign` (lags, differencing), or None when a
-            baseline forecasts (``tuning.fallback``).
+            baseline forecasts.
+        fallback: ``"persistence"`` or ``"prior mean"`` when no filter beat both baselines on validation and that
+            baseline forecasts (a warning says so), else None.
         tuning: the :class:`~bayeskern.kbr.forecast.ForecastTuning` of the validated choice.
         scale: (T~, d) the scale of each step's band before conformal calibration (ones for the tuned filter; the
             posterior predictive standard deviation for the Bayesian one).
+        calibration: (C, d) the calibration scores: |error| / scale of the chosen forecaster on the C steps before
+            the validation block, refitted on the steps before them.
+        clipped: (T~,) whether the filter's read-out left the training residuals' range (widened by
+            :data:`~bayeskern.kbr.RANGE_MARGIN`) at the step and was clipped to it (a warning names the steps).
+        widened: (T~, d) whether the step's band came from the tail rule of :func:`bayeskern.kbr.conformal_band`
+            (too few scores for its level; a warning says how many).
         mcmc: NUTS diagnostics of the Bayesian filter, or None.
         seconds: wall time of the whole call.
     """
@@ -42,10 +54,21 @@ class Forecast(NamedTuple):
     band: np.ndarray
     level: float
     design: ForecastDesign | None
+    fallback: str | None
     tuning: ForecastTuning
     scale: np.ndarray
+    calibration: np.ndarray
+    clipped: np.ndarray
+    widened: np.ndarray
     mcmc: Diagnostics | None
     seconds: float
+
+
+class CalibrationWarning(UserWarning):
+    """The band of some steps came from the tail rule: the calibration scores were too few for the level."""
+
+
+_MIN_CALIBRATION = 10   # the fewest calibration steps a training series must leave room for
 
 
 def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto", bayesian: bool = False,
@@ -55,18 +78,24 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     """One-step-ahead forecasts of ``y_test`` from ``y_train`` by a kernel Bayes filter, with a calibrated band.
 
     The series is standardised on ``y_train``; the lags (seasonal ones included), levels or first differences and
-    the filter's hyperparameters are chosen on the last validation steps of ``y_train``
+    the filter's hyperparameters are chosen on the last V validation steps of ``y_train``
     (:func:`bayeskern.kbr.tune_forecaster`: the filter models what a least-squares autoregression on the lags
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never
-    chosen). With ``bayesian=True`` NUTS samples the filter's hyperparameters
-    (:func:`bayeskern.models.kbf_hyper_model`, started at the validated choice) and the forecast averages one
-    filter per draw, each built like the model's filters (on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit
-    steps, low rank on ``num_landmarks``); the spread of the draws plus each draw's noise scale gives each step its
-    scale. The band is conformal: scores |error| / scale of the validation steps and of the test steps already seen
-    set its half-width, adapted after every step (:func:`bayeskern.kbr.conformal_band`).
+    chosen; when none does, that baseline forecasts, ``fallback`` says which and a warning is raised). With
+    ``bayesian=True`` NUTS samples the filter's hyperparameters (:func:`bayeskern.models.kbf_hyper_model`, started
+    at the validated choice) and the forecast averages one filter per draw, each built like the model's filters (on
+    the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``); the spread of the
+    draws plus each draw's noise scale gives each step its scale. A read-out outside the training residuals' range
+    is clipped to it and flagged (``clipped``).
+
+    The band is conformal. Its calibration scores are |error| / scale of the chosen forecaster on the C steps just
+    before the validation block (C = V, fewer on short series), refitted on the steps before them, so that
+    neither the fit nor the choice saw them; the test steps already revealed join them, and the level adapts after
+    every step (:func:`bayeskern.kbr.conformal_band`). The band is finite at every step: where the scores are too
+    few for the level it follows a stated tail rule (``widened``, with a warning).
 
     Args:
-        y_train: (T,) or (T, d) training series.
+        y_train: (T,) or (T, d) training series: at least V + 34 steps (24 to fit on, 10 for calibration).
         y_test: (T~,) or (T~, d) series to forecast one step ahead (row t from y_train and y_test[:t]).
         key: PRNG key (needed when ``bayesian``).
         level: coverage target of the band, in (0, 1).
@@ -74,7 +103,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         bayesian: average over NUTS draws of the hyperparameters (else the validated filter alone, the default:
             on the benchmark panel the average is slower and no more accurate).
         season: seasonal period for the automatic lags; default from the autocorrelation of the differences.
-        n_val: validation steps (at most T // 2); default min(200, max(20, T // 5)).
+        n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).
         gamma: adaptation step of the conformal band (0: plain sequential split conformal; 0.05 keeps the
             coverage within 0.01 of 0.9 when the errors grow by half or double after calibration, on test spans
             of 40-100 steps: ``bench_forecast.py --gamma-study``).
@@ -88,13 +117,21 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         workers: processes that score the lag designs (:func:`bayeskern.kbr.tune_forecaster`).
 
     Returns:
-        Forecast: ``mean`` (T~, d), ``band`` (2, T~, d), the chosen design, the tuning, scales and diagnostics.
+        Forecast: ``mean`` (T~, d), ``band`` (2, T~, d), the chosen design or fallback, the tuning, scales,
+        calibration scores, flags and diagnostics.
 
     Raises:
         TypeError: for a missing key with ``bayesian=True``.
-        ValueError: for series that are not finite, of different dimensions or too short, or a level outside
-            (0, 1).
+        ValueError: for series that are not finite, of different dimensions or too short, n_val above half of
+            y_train, or a level outside (0, 1).
         RuntimeError: when float64 is off.
+
+    Warns:
+        TuningWarning: a baseline forecasts (no filter beat both on validation); with ``bayesian=True`` no NUTS
+            run then takes place.
+        ReadoutWarning: read-outs clipped at some test steps.
+        CalibrationWarning: the calibration scores are too few for the level itself (fewer than
+            level / (1 - level)); ``widened`` flags every step of the tail rule, also those the adaptation led to.
     """
     require_x64("forecast_series")
     start = time.perf_counter()
@@ -107,38 +144,47 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         raise ValueError(f"gamma must be >= 0, got {gamma}")
     if bayesian:
         check_key(key)
-    tuning = tune_forecaster(y_train, n_val=n_val, lags=lags, season=season, rank=rank, workers=workers)
-    centre, sd = _location_scale(y_train)
+    _check_tuning_arguments(lags, workers)
+    T = y_train.shape[0]
+    V = _validation_size(T, n_val, "y_train", reserve=_MIN_CALIBRATION)
+    tuning = tune_forecaster(y_train, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
+    C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION)
+    if tuning.best is None:
+        warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
+                      f"{tuning.fallback} forecasts" + (" (no Bayesian average: there is no filter to sample)"
+                                                       if bayesian else ""), TuningWarning, stacklevel=2)
     if bayesian and tuning.best is not None:
-        keys = jax.random.split(key, 2)
-        mean, scale, calibration_errors, cal_scale, diagnostics = _bayesian(
-            y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank,
-            centre, sd)
+        keys = jax.random.split(key, 3)
+        mean, scale, clipped, calibration, diagnostics = _bayesian(
+            y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank)
     else:
-        mean = _forecast_path(y_train, y_test, tuning, rank=rank)
-        calibration_errors = tuning.validation_errors * sd
-        scale, cal_scale, diagnostics = np.ones_like(mean), np.ones_like(calibration_errors), None
-    band = conformal_band(mean, scale, np.abs(calibration_errors) / cal_scale, y_test - mean, level, gamma=gamma)
+        mean, clipped = _forecast_path(y_train, y_test, tuning, rank=rank)
+        calibration = np.abs(_calibration_errors(y_train, tuning, C, rank=rank))
+        scale, diagnostics = np.ones_like(mean), None
+    if clipped.any():
+        steps = np.flatnonzero(clipped)
+        warnings.warn(f"the filter's read-out left the training range at {steps.size} of {clipped.size} test steps "
+                      f"(first: {steps[:10].tolist()}) and was clipped to it", ReadoutWarning, stacklevel=2)
+    conformal = conformal_band(mean, scale, calibration, y_test - mean, level, gamma=gamma)
+    if math.ceil((C + 1) * level) > C:   # (the adaptation alone reaches the tail rule too: flagged, not warned)
+        warnings.warn(f"{C} calibration scores support a band of level at most {C / (C + 1):.3f}, not {level}: "
+                      f"{int(conformal.widened.any(axis=1).sum())} of {y_test.shape[0]} test steps got their band "
+                      f"from the tail rule (see Forecast.widened)", CalibrationWarning, stacklevel=2)
     design = None if tuning.best is None else tuning.best.design
-    return Forecast(mean, band, level, design, tuning, scale, diagnostics, time.perf_counter() - start)
+    return Forecast(mean, conformal.band, level, design, tuning.fallback, tuning, scale, calibration, clipped,
+                    conformal.widened, diagnostics, time.perf_counter() - start)
 
 
-def _residual_pairs(s, design, rows):
-    """(X, R, ar, base, offset): the lag design of the standardised series s with residual latents
-    (:func:`~bayeskern.kbr.forecast._residual_latents`, autoregression fitted on the first ``rows`` rows)."""
-    X, Z, base, offset = _design_rows(s, design)
-    R, ar = _residual_latents(X, Z, rows)
-    return X, R, ar, base, offset
-
-
-def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank,
-              centre, sd):
-    """NUTS over the filter's hyperparameters for the chosen design; forecasts, scales and validation scores."""
+def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar,
+              rank):
+    """NUTS over the filter's hyperparameters for the chosen design; forecasts (T~, d), scales (T~, d) and clipped
+    flags (T~,) of the test steps, calibration scores (C, d) and diagnostics."""
     b, V = tuning.best, tuning.num_validation
     T, d = y_train.shape
-    y = np.concatenate([y_train, y_test])
-    s = _standardised(y_train, y)
-    X, R, _, _, offset = _residual_pairs(s[:T], b.design, T - V - b.design.offset)
+    centre, sd = _location_scale(y_train)
+    s = _standardised(y_train, np.concatenate([y_train, y_test]))
+    X, Z, _, _ = _design_rows(s[:T], b.design)
+    R, _ = _residual_latents(X, Z, T - V - b.design.offset)
     split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
@@ -147,20 +193,33 @@ def _bayesian(y_train, y_test, tuning, keys, num_chains, num_warmup, num_samples
                    chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05,
                    min_ess=1)
     draws = run.draws()
-    val_means = np.asarray(draws["z_val_hat"])[..., :d]  # (S, V, d) residual forecasts of the validation steps
-    noise = np.exp(2 * np.asarray(draws["log_s"]))[:, None, None]
-    cal_scale = np.sqrt(val_means.var(axis=0) + noise.mean())
-    cal_err = (np.asarray(split.Z_val)[:, :d] - val_means.mean(axis=0)) * sd
-
-    X, R, ar, base, offset = _residual_pairs(s, b.design, T - offset)
-    n_fit = T - offset
-    # each draw's filter as the model scored it: on the model's window of fit steps, low rank on as many landmarks
-    # (per kernel) as the sampled filters
-    first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
-    pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=keys[1],
-                                       rank=refit_rank)
-    test_draws = np.asarray(pred.draws)[:, burn:, :d]
-    mean_s = base[n_fit:] + ar(X[n_fit:]) + test_draws.mean(axis=0)
-    scale = np.sqrt(test_draws.var(axis=0) + noise.mean()) * sd
-    return mean_s * sd + centre, scale, cal_err, cal_scale * sd, run.diagnostics
+    end = T - V
+    cal_mean, cal_sd, _ = _posterior_forecasts(draws, s[:end], b.design, end - C, keys[1], refit_rank)
+    calibration = np.abs(s[end - C: end] - cal_mean) / cal_sd
+    mean_s, sd_s, clipped = _posterior_forecasts(draws, s, b.design, T, keys[2], refit_rank)
+    return mean_s * sd + centre, sd_s * sd, clipped, calibration, run.diagnostics
+
+
+def _posterior_forecasts(draws, s, design, fit_end, key, rank):
+    """One-step forecasts of the standardised series s (T', d) at steps fit_end..T'-1 by the posterior's filters,
+    each built on (the last FORECAST_MAX_FIT of) the steps before fit_end like the model's, as the autoregression
+    of the lags plus the draws' mean read-out (each draw's read-out clipped to the training residuals' widened
+    range).
+
+    Returns:
+        (mean (m, d), predictive sd (m, d): the draws' spread and the mean noise variance, clipped (m,): some draw's
+        read-out was clipped at the step).
+    """
+    d = s.shape[1]
+    X, Z, base, offset = _design_rows(s, design)
+    n_fit = fit_end - offset
+    R, ar = _residual_latents(X, Z, n_fit)
+    first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)
+    pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=key, rank=rank)
+    readouts = np.asarray(pred.draws)[:, burn:, :d]     # (S, m, d)
+    low, high = (np.asarray(b) for b in _widened_range(R[first:n_fit, :d]))
+    clipped = np.any((readouts < low) | (readouts > high), axis=(0, 2))
+    readouts = np.clip(readouts, low, high)
+    noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])))
+    return (base[n_fit:] + ar(X[n_fit:]) + readouts.mean(axis=0), np.sqrt(readouts.var(axis=0) + noise), clipped)

@@ -105,6 +105,9 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
         if np.ndim(num_landmarks) not in (0, 1) or np.size(num_landmarks) not in (1, 2):
             raise ValueError(f"num_landmarks must be an integer or a pair (p_x, p_z), got {num_landmarks!r}")
         p_x, p_z = np.broadcast_to(num_landmarks, (2,)).tolist()
+        for p in (p_x, p_z):
+            if isinstance(p, bool) or not isinstance(p, int) or p < 1:
+                raise ValueError(f"num_landmarks must hold positive integers, got {num_landmarks!r}")
         landmarks = select_landmarks(RBF(landmark_scale * median_x), X_fit, p_x)
         landmarks_z = select_landmarks(RBF(landmark_scale * median_z), Z_fit, p_z)
     return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], median_x, median_z, landmarks, landmarks_z=landmarks_z)

@@ -81,6 +81,13 @@ CASES = [
      "y_test must have the dimension"),
     ("kbr.tune_forecaster", "descending lags", lambda f: kbr.tune_forecaster(X[:, 0], lags=(2, 1)), ValueError, "lags must"),
     ("kbr.tune_forecaster", "too short", lambda f: kbr.tune_forecaster(X[:12, 0], lags=(1,), n_val=5), ValueError, "too short"),
+    ("kbr.tune_forecaster", "validation over half the series",
+     lambda f: kbr.tune_forecaster(np.sin(np.arange(60.0)), n_val=100), ValueError, "n_val must be at most half"),
+    ("inference.sample_kbf_posterior", "a landmark count of 0",
+     lambda f: inf.sample_kbf_posterior(X, X, key=KEY, tuned=f["tuned"], num_landmarks=(0, 5)), ValueError,
+     "num_landmarks must hold positive integers"),
+    ("inference.forecast_series", "a 5-step series", lambda f: inf.forecast_series(X[:5, 0], X[:3, 0]), ValueError,
+     "y_train of 5 steps is too short"),
     ("kbr.tune_forecaster", "empty grid", lambda f: kbr.tune_forecaster(X[:, 0], c_grid=()), ValueError, "c_grid"),
     ("kbr.lag_design", "lag too long", lambda f: kbr.lag_design(X, (1, 40)), ValueError, "largest lag"),
     ("kbr.conformal_band", "zero scale", lambda f: kbr.conformal_band(np.zeros((3, 1)), np.zeros((3, 1)), np.ones((5, 1)),
@@ -749,7 +756,7 @@ RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.Lengthsca
                 "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
                 "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",
                 "kbr.Factored", "kbr.ImageFeatures", "kbr.Candidate", "kbr.ForecastDesign", "kbr.ForecastTuning",
-                "inference.Forecast", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
+                "kbr.ConformalBand", "inference.Forecast", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
                 "kbr.data.Sequence", "linalg.PivotedCholesky", "models.FilterSplit", "optim.Minimised")
 
 

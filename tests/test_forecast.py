@@ -1,6 +1,7 @@
 """The kernel Bayes forecaster: lag designs, seasons, the validated choice, conformal bands and forecast_series."""
 
 import pickle
+import statistics
 import threading
 
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 import pytest
 
 from bayeskern import kbr
-from bayeskern.inference import forecast_series
+from bayeskern.inference import CalibrationWarning, forecast_series
 from bayeskern.kbr.forecast import (ForecastTuning, _aic_order, _designs, _forecast_path, _standardised,
                                     conformal_band, lag_design, seasonal_period, tune_forecaster)
 
@@ -82,11 +83,34 @@ def test_conformal_band_is_the_rank_quantile_of_the_known_scores():
     calibration = np.arange(1.0, 10.0)[:, None]  # 9 scores: rank ceil(10 * 0.8) = 8 -> 8.0
     mean = np.zeros((3, 1))
     errors = np.array([[100.0], [0.5], [0.5]])
-    band = conformal_band(mean, np.ones_like(mean), calibration, errors, 0.8, gamma=0.0)
+    band, widened = conformal_band(mean, np.ones_like(mean), calibration, errors, 0.8, gamma=0.0)
     assert band[1, 0, 0] == 8.0 and band[0, 0, 0] == -8.0
     assert band[1, 1, 0] == 9.0  # 10 scores known (100 added): rank ceil(11 * 0.8) = 9 -> 9.0
-    too_few = conformal_band(mean, np.ones_like(mean), calibration[:2], errors, 0.9, gamma=0.0)
-    assert np.isinf(too_few[1, 0, 0])  # 2 scores cannot give a 90 % band
+    assert not widened.any()
+
+
+def test_conformal_band_is_finite_by_its_tail_rule_where_the_scores_are_too_few():
+    """2 scores cannot give a 90 % band (rank ceil(3 * 0.9) = 3 > 2): the half-width is the larger of the largest
+    score and the Gaussian quantile of the level times the scores' root mean square."""
+    mean, scores = np.zeros((3, 1)), np.array([[1.0], [2.0]])
+    band, widened = conformal_band(mean, np.ones_like(mean), scores, np.zeros((3, 1)), 0.9, gamma=0.0)
+    z = statistics.NormalDist().inv_cdf(0.95)
+    assert widened.all() and band[1, 0, 0] == pytest.approx(z * np.sqrt(2.5))   # 2.08 > 2
+    assert band[1, 2, 0] == 2.0   # 4 scores 0, 0, 1, 2 (rank 5 > 4): z sqrt(1.25) = 1.84 < 2
+    band, widened = conformal_band(mean, np.ones_like(mean), scores, np.zeros((3, 1)), 0.5, gamma=0.0)
+    assert not widened.any() and band[1, 0, 0] == 2.0   # rank ceil(3 * 0.5) = 2
+
+
+def test_conformal_band_stays_finite_after_a_run_of_misses():
+    """Misses drive the adaptive alpha below zero, where the exact band is the whole line; the tail rule's quantile
+    is then that of (1 - level) / 10."""
+    mean = np.zeros((30, 1))
+    errors = 10.0 ** np.arange(1.0, 31.0)[:, None]   # each ten times the last: every step is missed
+    band, widened = conformal_band(mean, np.ones_like(mean), np.ones((20, 1)), errors, 0.9, gamma=0.05)
+    assert np.all(np.isfinite(band)) and np.all(np.abs(errors) > band[1]) and widened[3:].all()
+    known = np.concatenate([np.ones(20), errors[:-1, 0]])
+    z = statistics.NormalDist().inv_cdf(1 - 0.005)
+    assert band[1, -1, 0] == pytest.approx(max(known.max(), z * np.sqrt(np.mean(known**2))))
 
 
 def test_conformal_band_covers_exchangeable_errors_and_adapts_to_a_jump():
@@ -95,11 +119,11 @@ def test_conformal_band_covers_exchangeable_errors_and_adapts_to_a_jump():
     for _ in range(40):
         calibration = np.abs(rng.standard_normal((50, 1)))
         errors = rng.standard_normal((200, 1))
-        band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, errors, 0.9, gamma=0.0)
+        band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, errors, 0.9, gamma=0.0).band
         misses_plain.append(np.mean(np.abs(errors) > band[1]))
         jump = errors * np.where(np.arange(200) < 50, 1.0, 3.0)[:, None]  # the errors triple after step 50
         for gamma, out in ((0.05, misses_adaptive), (0.0, misses_static)):
-            band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, jump, 0.9, gamma=gamma)
+            band = conformal_band(np.zeros((200, 1)), np.ones((200, 1)), calibration, jump, 0.9, gamma=gamma).band
             out.append(np.mean(np.abs(jump[100:]) > band[1, 100:]))
     assert abs(np.mean(misses_plain) - 0.1) < 0.015  # exchangeable: level holds (MC s.e. about 0.004)
     assert abs(np.mean(misses_adaptive) - 0.1) < 0.03  # adaptive: back near 10 % after the jump
@@ -124,7 +148,8 @@ def test_tuned_forecaster_beats_the_baselines_on_validation_and_test():
     assert tuning.best.mse < min(tuning.persistence_mse, tuning.prior_mean_mse)
     assert tuning.validation_errors.shape == (50, 1) and len(tuning.candidates) == 2  # levels and differences
     assert np.isclose(np.mean(tuning.validation_errors**2), tuning.best.mse)
-    forecast = _forecast_path(y[:200, None], y[200:, None], tuning)
+    forecast, clipped = _forecast_path(y[:200, None], y[200:, None], tuning)
+    assert not clipped.any()
     rmse = np.sqrt(np.mean((forecast[:, 0] - y[200:]) ** 2))
     persistence = np.sqrt(np.mean((y[199:-1] - y[200:]) ** 2))
     coefs = np.polyfit(y[:199], y[1:200], 1)  # least-squares AR(1) on the training steps
@@ -136,7 +161,7 @@ def test_a_baseline_forecasts_when_it_is_chosen():
     y = np.cumsum(np.random.default_rng(5).standard_normal(60))[:, None]
     for fallback, expected in (("persistence", y[39:59]), ("prior mean", np.full((20, 1), y[:40].mean()))):
         tuning = ForecastTuning(None, fallback, (), 1.0, 1.0, np.zeros((10, 1)), 10)
-        np.testing.assert_allclose(_forecast_path(y[:40], y[40:], tuning), expected)
+        np.testing.assert_allclose(_forecast_path(y[:40], y[40:], tuning)[0], expected)
 
 
 def test_forecaster_drops_candidates_that_lose_to_persistence():
@@ -202,8 +227,10 @@ def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
     y = nonlinear_ar(140, seed=9)
     fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), bayesian=True, lags=(1,), n_val=30, num_chains=1,
                          num_warmup=30, num_samples=30, num_landmarks=(6, 10))
-    # the model's filters, then each draw's refitted filter: low rank like the model's (the larger landmark count)
-    assert fitted_rows == [60, (60, 10)]
+    # the model's filters, then each draw's refitted filter: low rank like the model's (the larger landmark count),
+    # first on the rows before the 30 calibration steps (110 - 30 - 30 steps, 49 rows of lag 1), then on the last 60
+    assert fitted_rows == [60, (49, 10), (60, 10)]
+    assert fc.calibration.shape == (30, 1) and np.all(fc.calibration >= 0)
     assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
     assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
     naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))
@@ -230,10 +257,12 @@ def test_public_names_are_exported():
     assert kbr.tune_forecaster is tune_forecaster and kbr.conformal_band is conformal_band
 
 
-def test_any_validation_size_is_taken_up_to_half_the_series():
+def test_a_validation_block_over_half_the_series_is_refused_by_name():
     y = ar1(80, seed=13)
-    tuning = tune_forecaster(y, lags=(1,), n_val=60, **FAST)  # more than half: 40 steps validate
+    tuning = tune_forecaster(y, lags=(1,), n_val=40, **FAST)  # half: taken
     assert tuning.num_validation == 40 and tuning.validation_errors.shape == (40, 1)
+    with pytest.raises(ValueError, match="n_val must be at most half the series"):
+        tune_forecaster(y[:60], n_val=100)
 
 
 def test_designs_scored_together_score_as_each_alone(monkeypatch):
@@ -316,3 +345,61 @@ def test_design_workers_default_to_one_per_usable_core_and_design(monkeypatch):
     assert forecast._design_workers(3, 14) == 3 and forecast._design_workers(8, 2) == 2
     monkeypatch.setattr(forecast, "usable_cores", lambda: [5])
     assert forecast._design_workers(None, 14) == 1
+
+
+def test_the_band_calibrates_on_steps_neither_the_fit_nor_the_choice_saw():
+    """The calibration scores are the errors of the chosen forecaster on the C = V steps just before the validation
+    block, refitted on the steps before them, in the units of y."""
+    y = 3.0 + 2.0 * nonlinear_ar(230, seed=11)
+    fc = forecast_series(y[:200], y[200:], bayesian=False, lags=(1, 2), n_val=40)
+    assert fc.calibration.shape == (40, 1) and fc.fallback is None
+    block = y[120:160, None]
+    refit, _ = _forecast_path(y[:120, None], block, fc.tuning)
+    np.testing.assert_allclose(fc.calibration, np.abs(block - refit), rtol=1e-10)
+    # not the validation errors of the winner (standardised, and optimistic)
+    assert not np.allclose(fc.calibration[:, 0], np.abs(fc.tuning.validation_errors[:, 0]) * y[:200].std())
+
+
+def test_a_level_the_calibration_cannot_support_gets_a_finite_band_and_a_warning():
+    y = ar1(120, seed=12)
+    with pytest.warns(CalibrationWarning, match="20 calibration scores support a band of level at most 0.952"):
+        fc = forecast_series(y[:100], y[100:], bayesian=False, lags=(1,), n_val=20, level=0.99)
+    assert np.all(np.isfinite(fc.band)) and fc.widened[0, 0]
+
+
+def test_a_baseline_forecaster_is_flagged_and_warned_and_nothing_is_sampled(monkeypatch):
+    import bayeskern.inference.forecast as forecast
+
+    def fallback(y, **kwargs):
+        return ForecastTuning(None, "persistence", (), 1.0, 2.0, np.zeros((kwargs["n_val"], 1)), kwargs["n_val"])
+
+    monkeypatch.setattr(forecast, "tune_forecaster", fallback)
+    monkeypatch.setattr(forecast, "run_nuts", lambda *a, **k: pytest.fail("no filter to sample"))
+    y = ar1(100, seed=14)
+    with pytest.warns(kbr.TuningWarning, match="persistence forecasts .no Bayesian average"):
+        fc = forecast_series(y[:80], y[80:], key=jax.random.key(0), bayesian=True, n_val=20)
+    assert fc.fallback == "persistence" and fc.design is None and fc.mcmc is None
+    np.testing.assert_allclose(fc.mean[:, 0], y[79:-1])
+    np.testing.assert_allclose(fc.calibration[:, 0], np.abs(np.diff(y[39:60])))   # persistence on steps 40..59
+
+
+def test_read_outs_out_of_the_training_range_are_clipped_and_flagged(monkeypatch):
+    import bayeskern.kbr.forecast as forecast
+
+    y = nonlinear_ar(160, seed=15)
+    tuning = tune_forecaster(y[:130], lags=(1,), n_val=30, **FAST)
+    true_means = forecast._filter_means
+
+    def exploding(X, Z, X_run, *args):
+        eta, trend, [readout], (low, high) = true_means(X, Z, X_run, *args)
+        readout = readout.copy()
+        readout[-5] = high + 100.0   # test step 25 explodes upwards
+        return eta, trend, [readout], (low, high)
+
+    monkeypatch.setattr(forecast, "_filter_means", exploding)
+    forecast_values, clipped = _forecast_path(y[:130, None], y[130:, None], tuning)
+    assert clipped.tolist() == [t == 25 for t in range(30)]
+    monkeypatch.setattr(forecast, "_filter_means", true_means)
+    plain, _ = _forecast_path(y[:130, None], y[130:, None], tuning)
+    np.testing.assert_allclose(np.delete(forecast_values, 25, 0), np.delete(plain, 25, 0))
+    assert forecast_values[25, 0] > plain[25, 0]

@@ -3,6 +3,7 @@ of lags, transform and filter hyperparameters, and sequential conformal bands (u
 
 import dataclasses
 import math
+import statistics
 import threading
 import warnings
 from typing import NamedTuple
@@ -18,8 +19,8 @@ from ..kernels.heuristics import median_heuristic
 from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta,
                      _widened_range)
 
-__all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "lag_design", "seasonal_period", "tune_forecaster",
-           "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT"]
+__all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "ConformalBand", "lag_design", "seasonal_period",
+           "tune_forecaster", "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT"]
 
 FORECAST_C_GRID = (0.5, 1.0, 2.0)
 """Bandwidth multipliers (of the median distance of the lag vectors) validated by :func:`tune_forecaster`."""
@@ -79,7 +80,7 @@ class ForecastTuning(NamedTuple):
         persistence_mse: validation mean squared error of persistence (y_t forecast by y_{t-1}).
         prior_mean_mse: validation mean squared error of the training mean.
         validation_errors: (V, d) one-step errors of the chosen forecaster on the validation steps, in
-            standardised units (for the conformal band).
+            standardised units (optimistic: the forecaster won on them; bands calibrate on other steps).
         num_validation: V, the number of validation steps.
     """
 
@@ -257,30 +258,34 @@ def _residual_latents(X, Z, rows):
 
 
 def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
-    """Forecasts of u over X_run for each ridge in ``lams``: the autoregression on the fit rows (X, Z) plus the
-    filtered mean of its residual, from one filter built on (X, R) (lam enters only the update, so the filter is
-    built once and the ridge replaced). eta by leave-one-out on the residual latents.
+    """The autoregression's forecasts of u over X_run and, for each ridge in ``lams``, the filtered mean of its
+    residual, from one filter built on the fit rows (X, R) (lam enters only the update, so the filter is built once
+    and the ridge replaced). eta by leave-one-out on the residual latents.
 
     Returns:
-        (eta, [(forecast (m, d), in_range), ...]) where in_range says the read-outs (the residual block of the
-        filtered means) stayed within the training residuals' range widened by ``RANGE_MARGIN``.
+        (eta, trend (m, d), [read-out (m, d) per lam], (low, high)): the residual read-outs are raw (unclipped);
+        low and high (d,) bound the training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
     R, ar = _residual_latents(X, Z, X.shape[0])
     sigma_z = c * median_heuristic(R)
     eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
     base = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, min(lams), eta, rank=rank)
-    low, high = (np.asarray(b) for b in _widened_range(R[:, :d]))
-    trend, out = ar(X_run), []
+    bounds = tuple(np.asarray(b) for b in _widened_range(R[:, :d]))
+    readouts = []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
-        with warnings.catch_warnings():  # an unseen observation or a read-out out of range is scored or refused
+        with warnings.catch_warnings():  # unseen observations and read-outs out of range are checked by the callers
             warnings.simplefilter("ignore", OutOfRangeWarning)
             warnings.simplefilter("ignore", ReadoutWarning)
-            readout = np.asarray(kbf.filter(X_run))[:, :d]
-        in_range = bool(np.all((readout >= low) & (readout <= high)))
-        out.append((trend + readout, in_range))
-    return eta, out
+            readouts.append(np.asarray(kbf.filter(X_run))[:, :d])
+    return eta, ar(X_run), readouts, bounds
+
+
+def _in_range(readout, bounds) -> np.ndarray:
+    """(m,) whether each step's read-out lies within the widened training range in every coordinate."""
+    low, high = bounds
+    return np.all((readout >= low) & (readout <= high), axis=1)
 
 
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
@@ -325,31 +330,36 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         ForecastTuning: the choice, the validated candidates and the baselines' validation errors.
 
     Raises:
-        ValueError: for a series too short for the validation split, bad lags, empty grids or workers below 1.
+        ValueError: for a series too short for the validation split (24 fit steps), n_val above
+            T // 2, bad lags, empty grids or workers below 1.
         RuntimeError: when float64 is off.
     """
     require_x64("tune_forecaster")
     y = _as_series(y, "y")
     T = y.shape[0]
-    V = min(200, max(20, T // 5)) if n_val is None else min(check_count(n_val, "n_val"), T // 2)
+    _check_tuning_arguments(lags, workers)
     for grid, name in ((c_grid, "c_grid"), (lam_grid, "lam_grid"), (eta_grid, "eta_grid")):
         if len(grid) == 0:
             raise ValueError(f"{name} must hold at least one value, got an empty grid")
         for value in grid:
             check_positive(value, name)
-    designs = _designs(y[: T - V], lags, season, max_lag)
-    workers = _design_workers(workers, len(designs))
     burn_in = check_count(burn_in, "burn_in", minimum=0)
     max_fit = check_count(max_fit, "max_fit", minimum=10)
+    V = _validation_size(T, n_val, "y")
+    designs = _designs(y[: T - V], lags, season, max_lag)
     s = _standardised(y[: T - V], y)
     truth = s[T - V:]
     persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
     prior_mean = float(np.mean(truth**2))
-    for design in designs:   # every design fits before any is scored
-        n_fit = T - V - design.offset  # rows whose targets precede the validation block
-        if n_fit < max(10, burn_in + 3):
-            raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {design.lags}: "
-                             f"{n_fit} fit rows")
+    # designs whose lags leave too few fit rows before the validation block are not scored (an explicit lag set, or
+    # no design at all, is an error)
+    fits = [T - V - design.offset >= max(10, burn_in + 3) for design in designs]
+    if not all(fits) and (not isinstance(lags, str) or not any(fits)):
+        short = designs[fits.index(False)]
+        raise ValueError(f"y of {T} steps is too short for V = {V} validation steps and lags {short.lags}: "
+                         f"{T - V - short.offset} fit rows")
+    designs = [design for design, fit in zip(designs, fits) if fit]
+    workers = _design_workers(workers, len(designs))
     setting = (s, V, max(len(design.lags) for design in designs) * y.shape[1], burn_in, max_fit, tuple(c_grid),
                tuple(lam_grid), tuple(eta_grid), rank)
     runs = [run for scored in _scored_designs(designs, setting, workers) for run in scored]
@@ -365,6 +375,48 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     fallback = "persistence" if persistence <= prior_mean else "prior mean"
     err = (s[T - V - 1: -1] - truth) if fallback == "persistence" else -truth
     return ForecastTuning(None, fallback, candidates, persistence, prior_mean, err, V)
+
+
+_MIN_FIT_STEPS = 24
+"""The fewest training steps before the validation block that :func:`tune_forecaster` fits its filters on."""
+
+
+def _validation_size(T: int, n_val, name: str, *, reserve: int = 0) -> int:
+    """V, the validation steps of a training series of T steps: ``n_val``, or by default
+    min(200, max(20, T // 5)) (at most T // 2).
+
+    Args:
+        T: the series' length.
+        n_val: None or a positive integer at most T // 2.
+        name: the series' argument name, for errors.
+        reserve: further steps the caller holds out before the validation block (calibration).
+
+    Raises:
+        ValueError: for n_val above T // 2, or a series with fewer than V + ``reserve`` + ``_MIN_FIT_STEPS`` steps.
+    """
+    if n_val is None:
+        V = min(200, max(20, T // 5), max(1, T // 2))
+    else:
+        V = check_count(n_val, "n_val")
+        if V > T // 2:
+            raise ValueError(f"n_val must be at most half the series ({T // 2} of the {T} steps of {name}), got {V}")
+    if T < V + reserve + _MIN_FIT_STEPS:
+        raise ValueError(f"{name} of {T} steps is too short: at least {V + reserve + _MIN_FIT_STEPS} are needed ("
+                         f"{V} validation steps{f', {reserve} calibration steps' if reserve else ''} and "
+                         f"{_MIN_FIT_STEPS} to fit on)")
+    return V
+
+
+def _check_tuning_arguments(lags, workers) -> None:
+    """A ValueError / TypeError naming ``lags`` (not "auto" nor increasing positive integers) or ``workers`` (not
+    None nor a positive integer)."""
+    if isinstance(lags, str):
+        if lags != "auto":
+            raise ValueError(f"lags must be 'auto' or a tuple of positive integers, got {lags!r}")
+    else:
+        _check_lags(lags)
+    if workers is not None:
+        check_count(workers, "workers")
 
 
 def _design_workers(workers, num_designs: int) -> int:
@@ -411,11 +463,12 @@ def _score_designs(job, report, stop) -> list:
         n_fit = T - V - offset
         run, fit, runs = slice(n_fit - burn_in, T - offset), slice(max(0, n_fit - max_fit), n_fit), []
         for c in c_grid:
-            eta, results = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
-            for lam, (means, in_range) in zip(lam_grid, results):
-                err = base[n_fit:] + means[burn_in:] - truth
+            eta, trend, readouts, bounds = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
+            for lam, readout in zip(lam_grid, readouts):
+                err = base[n_fit:] + trend[burn_in:] + readout[burn_in:] - truth
                 mse = float(np.mean(err**2))
                 if np.isfinite(mse):
+                    in_range = bool(np.all(_in_range(readout, bounds)))
                     runs.append((Candidate(design, float(c), float(lam), float(eta), mse, in_range), err))
         scored.append(runs)
     return scored
@@ -470,37 +523,59 @@ def _designs(y_fit, lags, season, max_lag):
     return [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in (False, True)]
 
 
-def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: float = 0.02):
+class ConformalBand(NamedTuple):
+    """A sequential conformal band.
+
+    Attributes:
+        band: (2, T~, d) lower and upper limits.
+        widened: (T~, d) whether the step's half-width came from the tail rule of :func:`conformal_band` (the
+            known scores were too few for its level).
+    """
+
+    band: np.ndarray
+    widened: np.ndarray
+
+
+def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: float = 0.02) -> ConformalBand:
     """Adaptive sequential conformal band: step t uses the calibration scores and the scores of the steps before t.
 
     The score of a step is |error| / scale per coordinate. Step t's band is mean_t +- q_t scale_t, with q_t the
-    ceil((n_t + 1)(1 - alpha_t))-th smallest of the n_t scores known before t (infinite when there are too few).
-    With exchangeable scores and ``gamma = 0`` each step is covered with probability >= level (split conformal
-    prediction, Vovk et al. 2005). ``gamma`` > 0 adapts the miscoverage target after every step,
-    alpha_{t+1} = alpha_t + gamma (1 - level - miss_t) (adaptive conformal inference, Gibbs & Candes 2021): the
-    share of misses then tends to 1 - level for any sequence of errors, however they drift.
+    ceil((n_t + 1)(1 - alpha_t))-th smallest of the n_t scores known before t. With exchangeable scores and
+    ``gamma = 0`` each step is covered with probability >= level (split conformal prediction, Vovk et al. 2005).
+    ``gamma`` > 0 adapts the miscoverage target after every step, alpha_{t+1} = alpha_t + gamma (1 - level - miss_t)
+    (adaptive conformal inference, Gibbs & Candes 2021): the share of misses then tends to 1 - level, however the
+    errors drift.
+
+    When that rank exceeds n_t (too few scores for the level 1 - alpha_t: fewer than 1 / alpha_t - 1 of them, or
+    alpha_t driven to 0 or below by a run of misses) the exact rule's band is the whole line. The band is kept
+    finite instead, by a stated tail rule: q_t is the larger of the largest known score and z s, with s the root mean
+    square of the known scores and z the two-sided standard normal quantile of max(alpha_t, (1 - level) / 10)
+    (the quantile the scores would have if the errors were Gaussian with the scale s); ``widened`` flags those
+    steps.
 
     Args:
         mean: (T~, d) point forecasts.
         scale: (T~, d) positive scales of the steps (ones for plain residuals).
-        calibration: (n, d) calibration scores.
+        calibration: (n, d) calibration scores, n >= 1.
         errors: (T~, d) the errors truth - mean of the steps, each revealed after its forecast.
         level: coverage in (0, 1).
         gamma: step size of the adaptation, >= 0.
 
     Returns:
-        (2, T~, d) lower and upper band.
+        ConformalBand: ``band`` (2, T~, d) and ``widened`` (T~, d).
 
     Raises:
         TypeError: for values that are not real numbers.
-        ValueError: for non-finite values, shapes that do not match, scales that are not positive, a level
-            outside (0, 1) or gamma < 0.
+        ValueError: for non-finite values, shapes that do not match, no calibration score, scales that are not
+            positive, a level outside (0, 1) or gamma < 0.
     """
     mean, scale, errors = (_as_series(a, name) for a, name in ((mean, "mean"), (scale, "scale"), (errors, "errors")))
     scores = _as_series(calibration, "calibration")
     if scale.shape != mean.shape or errors.shape != mean.shape or scores.shape[1] != mean.shape[1]:
         raise ValueError(f"scale and errors must have the shape of mean {mean.shape} and calibration its "
                          f"columns, got {scale.shape}, {errors.shape} and {scores.shape}")
+    if scores.shape[0] == 0:
+        raise ValueError("calibration must hold at least one score")
     if np.any(scale <= 0):
         raise ValueError("scale must be positive")
     if not 0 < level < 1:
@@ -510,20 +585,32 @@ def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: flo
     test_scores = np.abs(errors) / scale
     T, d = mean.shape
     alpha = np.full(d, 1.0 - level)
-    q = np.empty((T, d))
+    q, widened = np.empty((T, d)), np.zeros((T, d), bool)
     for t in range(T):
         known = np.sort(np.concatenate([scores, test_scores[:t]], axis=0), axis=0)
         n = known.shape[0]
         for j in range(d):
             rank = math.ceil((n + 1) * (1.0 - alpha[j]))
-            q[t, j] = np.inf if rank > n else (0.0 if rank < 1 else known[rank - 1, j])
+            if rank > n:
+                widened[t, j] = True
+                z = _NORMAL.inv_cdf(1.0 - 0.5 * max(alpha[j], (1.0 - level) / 10))
+                q[t, j] = max(known[-1, j], z * math.sqrt(np.mean(known[:, j] ** 2)))
+            else:
+                q[t, j] = 0.0 if rank < 1 else known[rank - 1, j]
         alpha += gamma * ((1.0 - level) - (test_scores[t] > q[t]))
     half = q * scale
-    return np.stack([mean - half, mean + half])
+    return ConformalBand(np.stack([mean - half, mean + half]), widened)
+
+
+_NORMAL = statistics.NormalDist()
 
 
 def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20, rank="auto"):
     """One-step-ahead forecasts of y_test by the chosen filter refitted on all of y_train.
+
+    A read-out (the filter's estimate of the autoregression's residual) outside the range of the training residuals
+    widened by ``RANGE_MARGIN`` is clipped to it and the step flagged: weights that exploded on an observation
+    unlike the training ones say nothing beyond that range.
 
     Args:
         y_train: (T, d) training series.
@@ -533,20 +620,49 @@ def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20
         rank: the filter's rank.
 
     Returns:
-        (T~, d) forecasts in the units of y.
+        (forecasts (T~, d) in the units of y, clipped (T~,) bool).
     """
     y = np.concatenate([y_train, y_test])
     T = y_train.shape[0]
     s = _standardised(y_train, y)
     centre, scale = _location_scale(y_train)
+    clipped = np.zeros(y_test.shape[0], bool)
     if tuning.best is None:
         forecast = s[T - 1: -1] if tuning.fallback == "persistence" else np.zeros_like(s[T:])
-        return forecast * scale + centre
+        return forecast * scale + centre, clipped
     b = tuning.best
     X, Z, base, offset = _design_rows(s, b.design)
     n_fit = T - offset
     run = slice(max(0, n_fit - burn_in), X.shape[0])
-    _, [(means, _)] = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, (b.lam,), ETA_GRID, rank)
-    forecast = base[n_fit:] + means[n_fit - run.start:]
-    return forecast * scale + centre
+    _, trend, [readout], bounds = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, (b.lam,), ETA_GRID, rank)
+    first = n_fit - run.start
+    clipped = ~_in_range(readout[first:], bounds)
+    forecast = base[n_fit:] + trend[first:] + np.clip(readout[first:], *bounds)
+    return forecast * scale + centre, clipped
 
+
+def _calibration_size(T: int, tuning: ForecastTuning, min_fit: int = 23) -> int:
+    """C, the calibration steps before the validation block: as many as the validation steps, fewer when the
+    chosen design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no room)."""
+    offset = 1 if tuning.best is None else tuning.best.design.offset
+    return max(0, min(tuning.num_validation, T - tuning.num_validation - offset - min_fit))
+
+
+def _calibration_errors(y_train, tuning: ForecastTuning, size: int, *, rank="auto"):
+    """(C, d) one-step errors, in the units of y, of the chosen forecaster on the C steps before the validation
+    block, refitted on the steps before them: neither its fit nor its choice saw these steps, so their errors
+    are exchangeable with those of new steps (the validation errors of the winner are not: it won on them).
+
+    Args:
+        y_train: (T, d) training series.
+        tuning: the :func:`tune_forecaster` result on y_train.
+        size: C (:func:`_calibration_size`), >= 1.
+        rank: the filter's rank.
+
+    Returns:
+        (C, d) errors truth - forecast.
+    """
+    end = y_train.shape[0] - tuning.num_validation
+    block = y_train[end - size: end]
+    forecast, _ = _forecast_path(y_train[: end - size], block, tuning, rank=rank)
+    return block - forecast
