@@ -1,5 +1,8 @@
 """KuLSIF LOO, the kernel Bayes filter and its baselines."""
 
+import warnings
+from pathlib import Path
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -175,8 +178,6 @@ def test_saved_filters_load_exactly_for_every_observation_model(tmp_path):
 def test_the_clipped_readout_stays_among_the_atoms_and_raw_escapes_are_flagged():
     """A tiny ridge lets negative importance weights throw sum_i w_i z_i out of the training range: the raw
     read-out warns, naming the steps; the clipped one is sum_i w_i^+ z_i / sum_i w_i^+ of the same weights."""
-    import warnings
-
     seq = kbr.data.circle_dynamics(120, jax.random.key(0), T_test=60)
     kbf = kbr.KernelBayesFilter.fit(seq.X, seq.Z, c=0.5, lam=1e-7, eta=1e-4)
     Z = np.asarray(seq.Z)
@@ -395,3 +396,42 @@ def test_the_range_check_widens_each_coordinate_by_the_margin():
     low, high = _widened_range(jnp.array([[0.0, 5.0], [1.0, 5.0], [2.0, 7.0]]))
     np.testing.assert_allclose(low, [-0.2, 4.8])   # the 10 % margin of each coordinate's range
     np.testing.assert_allclose(high, [2.2, 7.2])
+
+
+def _sunspots_framing(n_test=61):
+    """The framing of a filter forecasting sunspots: latent (y_t, y_{t-1}), observation y_{t-1}, y the square root
+    of the yearly counts standardised on the training years; the last ``n_test`` years are held out."""
+    counts = np.loadtxt(Path(__file__).parent / "data" / "sunspots_yearly.csv", delimiter=",", skiprows=2)[:, 1]
+    y = np.sqrt(counts)
+    y = (y - y[:-n_test].mean()) / y[:-n_test].std()
+    Z, X = np.stack([y[1:], y[:-1]], axis=1), y[:-1, None]
+    return X[:-n_test], Z[:-n_test], X[-n_test:], Z[-n_test:]
+
+
+@pytest.mark.parametrize("n_val", [20, 49, 82])
+def test_tuned_filter_never_loses_to_persistence_on_held_out_sunspots(n_val):
+    """With n_val = 49 the smallest validation error belongs to c = 0.5, lam = 1e-5, whose read-outs reach 11.7
+    standard deviations on the held-out years (test RMSE 2.14 against persistence's 0.75); the one-standard-error
+    rule takes the most regularised candidate within the validation noise of the best. n_val from 20 to T / 3."""
+    X, Z, X_test, Z_test = _sunspots_framing()
+    tuned = kbr.tune_kbf(X, Z, n_val=n_val)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", kbr.ReadoutWarning)   # no read-out leaves the training range
+        means = np.asarray(tuned.filter.filter(X_test))
+    rmse = np.sqrt(np.mean((means[:, 0] - Z_test[:, 0]) ** 2))
+    persistence = np.sqrt(np.mean((Z_test[:, 1] - Z_test[:, 0]) ** 2))
+    assert rmse < 0.95 * persistence
+
+
+def test_tuning_takes_the_most_regularised_candidate_within_one_standard_error():
+    from bayeskern.kbr.filter import _most_regularised_within_one_se
+
+    rng = np.random.default_rng(0)
+    base = rng.exponential(size=100)
+    errors = {(1.0, 1e-5): base, (1.0, 1e-2): base + 0.01 * rng.standard_normal(100),   # as good, within noise
+              (2.0, 1e-1): base + 1.0}                                                       # clearly worse
+    scores = {key: float(e.mean()) for key, e in errors.items()}
+    assert _most_regularised_within_one_se(scores, errors) == (1.0, 1e-2)
+    errors[(1.0, 1e-2)] = base + 0.5
+    scores[(1.0, 1e-2)] = float(errors[(1.0, 1e-2)].mean())
+    assert _most_regularised_within_one_se(scores, errors) == (1.0, 1e-5)

@@ -551,7 +551,10 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     A candidate is not chosen when one of its validation means leaves the range of the fit latents (widened by
     ``RANGE_MARGIN`` of the range on each side: the mark of exploding weights) or when it does not beat both
     persistence (z_t estimated by z_{t-1}) and the mean of the fit latents on validation (``rejected`` says
-    which and why). If every candidate is rejected, the best in range is taken and a ``TuningWarning`` says so.
+    which and why). Among the rest, the one-standard-error rule: the most regularised candidate (largest lam, then
+    widest bandwidth) whose validation error is within one standard error (of the paired per-step difference) of
+    the smallest. If every candidate is rejected, the same rule runs on those in range and a ``TuningWarning``
+    says so.
 
     Args:
         X: (T, d_x) observations of the training trajectory.
@@ -599,7 +602,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
     X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
     med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
     baselines = _baseline_mse(Z_fit, Z_val)
-    scores, rejected = {}, {}
+    scores, rejected, step_errors = {}, {}, {}
     for c in c_grid:
         eta = _loo_eta(Z_fit, c * med_z, eta_grid, num_priors, k)
         base = KernelBayesFilter.build(X_fit, Z_fit, c * med_x, c * med_z, min(lam_grid), eta, method=method,
@@ -607,11 +610,13 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         for lam in lam_grid:  # lam enters only the update step: the precomputed matrices are shared
             kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
             means, in_range = _validation_run(kbf, X_val)
-            scores[(float(c), float(lam))] = mse = _validation_mse(means, Z_val)
+            key = (float(c), float(lam))
+            scores[key] = mse = _validation_mse(means, Z_val)
+            step_errors[key] = np.sum((np.asarray(means) - np.asarray(Z_val)) ** 2, axis=1)
             if not in_range:
-                rejected[(float(c), float(lam))] = "out of range"
+                rejected[key] = "out of range"
             elif mse >= min(baselines.values()):
-                rejected[(float(c), float(lam))] = "loses to a baseline"
+                rejected[key] = "loses to a baseline"
     admissible = {key: v for key, v in scores.items() if key not in rejected}
     if not admissible:
         warnings.warn(f"no (c, lam) candidate stays in the training range and beats persistence (validation MSE "
@@ -619,11 +624,27 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
                       "taking the best in range", TuningWarning, stacklevel=2)
         in_range = {key: v for key, v in scores.items() if rejected.get(key) != "out of range"}
         admissible = in_range or scores
-    c, lam = min(admissible, key=admissible.get)
+    c, lam = _most_regularised_within_one_se(admissible, step_errors)
     med_x, med_z = median_heuristic(X), median_heuristic(Z)
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
     kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method, rank=rank)
     return TuneResult(kbf, c, lam, eta, scores, rejected, baselines)
+
+
+def _most_regularised_within_one_se(scores: dict, step_errors: dict) -> tuple:
+    """The one-standard-error rule (Breiman et al. 1984): among the candidates (c, lam) whose validation error
+    exceeds the smallest by at most one standard error of the paired per-step difference, the most regularised
+    (largest lam, then widest bandwidth). The smallest of many noisy validation errors is optimistic, and a small
+    ridge that wins by noise can explode on the next unusual observation."""
+    best = min(scores, key=scores.get)
+    if not np.isfinite(scores[best]):
+        return best
+
+    def close(key):
+        diff = step_errors[key] - step_errors[best]
+        return bool(np.all(np.isfinite(diff))) and diff.mean() <= diff.std(ddof=1) / np.sqrt(diff.size)
+
+    return min((key for key in scores if key == best or close(key)), key=lambda key: (-key[1], -key[0]))
 
 
 RANGE_MARGIN = 0.1
