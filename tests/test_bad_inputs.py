@@ -74,6 +74,10 @@ CASES = [
     ("mmd2_unbiased", "kernel not a kernel", lambda f: bk.mmd2_unbiased(X, Y, 1.0), TypeError, "kernel must be"),
     ("hsic_unbiased", "kernel not a kernel", lambda f: bk.hsic_unbiased(X, Y, bk.RBF(1.0), "rbf"), TypeError, "ky must"),
     ("inference.run_nuts", "model not a function", lambda f: inf.run_nuts(3, X, key=KEY), TypeError, "model must"),
+    ("inference.forecast_ahead", "no steps", lambda f: inf.forecast_ahead(np.sin(np.arange(80.0)), 0), ValueError,
+     "steps must be >= 1"),
+    ("inference.forecast_ahead", "a 5-step series", lambda f: inf.forecast_ahead(X[:5, 0], 2), ValueError,
+     "y of 5 steps is too short"),
     ("inference.forecast_series", "level 1", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], level=1.0), ValueError, "level"),
     ("inference.forecast_series", "no key for NUTS", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], bayesian=True), TypeError,
      "key must"),
@@ -756,7 +760,7 @@ RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.Lengthsca
                 "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
                 "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",
                 "kbr.Factored", "kbr.ImageFeatures", "kbr.Candidate", "kbr.ForecastDesign", "kbr.ForecastTuning",
-                "kbr.ConformalBand", "inference.Forecast", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
+                "kbr.ConformalBand", "inference.Forecast", "inference.ForecastAhead", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
                 "kbr.data.Sequence", "linalg.PivotedCholesky", "models.FilterSplit", "optim.Minimised")
 
 

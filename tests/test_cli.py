@@ -242,7 +242,8 @@ def test_every_subcommand_explains_its_options():
 
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert set(sub.choices) == {"demo", "two-sample", "independence", "filter", "compress", "jdl"}
+    assert set(sub.choices) == {"demo", "two-sample", "independence", "filter", "forecast", "compress",
+                                  "jdl"}
     for name, command in sub.choices.items():
         assert command.description, name
         for action in command._actions:

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 from .._version import __version__
-from . import compress, filtering, independence, jdl, two_sample
+from . import compress, filtering, forecast, independence, jdl, two_sample
 from ._io import CLIError, load_sample, output_folder, report, start_clock
 
 __all__ = ["main", "build_parser", "load_sample", "CLIError"]
@@ -19,11 +19,11 @@ def build_parser() -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(
         prog="bayeskern", description="Bayesian kernel embeddings, kernel tests, kernel Bayes filtering, "
-        "conditional distribution compression and joint distribution learning on JAX.",
+        "forecasting, conditional distribution compression and joint distribution learning on JAX.",
         epilog="'bayeskern COMMAND --help' explains a command's inputs, options and output files.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (two_sample, independence, filtering, compress, jdl):
+    for module in (two_sample, independence, filtering, forecast, compress, jdl):
         module.add_parsers(sub)
     return parser
 

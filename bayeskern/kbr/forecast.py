@@ -234,19 +234,19 @@ def _design_rows(s, design: ForecastDesign):
     return X, Z, base, offset
 
 
-def _linear_mean(X, U):
-    """Least-squares autoregression U ~ b + X B on the fit rows: a function X -> (n, d) predictions.
+class _Autoregression(NamedTuple):
+    """A least-squares autoregression u ~ coef[0] + x coef[1:], callable on (m, k) lag vectors."""
 
-    Args:
-        X: (n, k) lag vectors.
-        U: (n, d) targets.
+    coef: np.ndarray   # (1 + k, d)
 
-    Returns:
-        callable (m, k) -> (m, d).
-    """
+    def __call__(self, X):
+        return self.coef[0] + X @ self.coef[1:]
+
+
+def _linear_mean(X, U) -> _Autoregression:
+    """Least-squares autoregression U ~ b + X B on the fit rows, X (n, k) lag vectors and U (n, d) targets."""
     A = np.hstack([np.ones((X.shape[0], 1)), X])
-    coef = np.linalg.lstsq(A, U, rcond=None)[0]
-    return lambda Xq: coef[0] + Xq @ coef[1:]
+    return _Autoregression(np.linalg.lstsq(A, U, rcond=None)[0])
 
 
 def _residual_latents(X, Z, rows):
@@ -257,21 +257,33 @@ def _residual_latents(X, Z, rows):
     return np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar
 
 
+def _build_filter(X, Z, c, lam, eta_grid, rank):
+    """The forecaster's filter on the fit rows (X, Z): built on (X, R) with R the autoregression's residual latents,
+    bandwidths c x median, eta by leave-one-out.
+
+    Returns:
+        (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the training residuals
+        widened by ``RANGE_MARGIN``, and eta.
+    """
+    d = Z.shape[1] - X.shape[1]
+    R, ar = _residual_latents(X, Z, X.shape[0])
+    sigma_z = c * median_heuristic(R)
+    eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
+    kbf = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, lam, eta, rank=rank)
+    return kbf, ar, tuple(np.asarray(b) for b in _widened_range(R[:, :d])), eta
+
+
 def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
     """The autoregression's forecasts of u over X_run and, for each ridge in ``lams``, the filtered mean of its
-    residual, from one filter built on the fit rows (X, R) (lam enters only the update, so the filter is built once
-    and the ridge replaced). eta by leave-one-out on the residual latents.
+    residual, from one filter built on the fit rows (:func:`_build_filter`; lam enters only the update, so the
+    filter is built once and the ridge replaced).
 
     Returns:
         (eta, trend (m, d), [read-out (m, d) per lam], (low, high)): the residual read-outs are raw (unclipped);
         low and high (d,) bound the training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
-    R, ar = _residual_latents(X, Z, X.shape[0])
-    sigma_z = c * median_heuristic(R)
-    eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
-    base = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, min(lams), eta, rank=rank)
-    bounds = tuple(np.asarray(b) for b in _widened_range(R[:, :d]))
+    base, ar, bounds, eta = _build_filter(X, Z, c, min(lams), eta_grid, rank)
     readouts = []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
@@ -588,18 +600,31 @@ def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: flo
     q, widened = np.empty((T, d)), np.zeros((T, d), bool)
     for t in range(T):
         known = np.sort(np.concatenate([scores, test_scores[:t]], axis=0), axis=0)
-        n = known.shape[0]
         for j in range(d):
-            rank = math.ceil((n + 1) * (1.0 - alpha[j]))
-            if rank > n:
-                widened[t, j] = True
-                z = _NORMAL.inv_cdf(1.0 - 0.5 * max(alpha[j], (1.0 - level) / 10))
-                q[t, j] = max(known[-1, j], z * math.sqrt(np.mean(known[:, j] ** 2)))
-            else:
-                q[t, j] = 0.0 if rank < 1 else known[rank - 1, j]
+            q[t, j], widened[t, j] = _conformal_quantile(known[:, j], alpha[j], level)
         alpha += gamma * ((1.0 - level) - (test_scores[t] > q[t]))
     half = q * scale
     return ConformalBand(np.stack([mean - half, mean + half]), widened)
+
+
+def _conformal_quantile(sorted_scores, alpha: float, level: float):
+    """(q, widened): the ceil((n + 1)(1 - alpha))-th smallest of n sorted scores, or where that rank exceeds n the
+    tail rule of :func:`conformal_band` (``widened`` True).
+
+    Args:
+        sorted_scores: (n,) scores in increasing order, n >= 1.
+        alpha: the miscoverage target (any real: the adaptation may drive it below 0).
+        level: the band's nominal level (sets the tail rule's floor (1 - level) / 10 on alpha).
+
+    Returns:
+        (float, bool).
+    """
+    n = sorted_scores.shape[0]
+    rank = math.ceil((n + 1) * (1.0 - alpha))
+    if rank > n:
+        z = _NORMAL.inv_cdf(1.0 - 0.5 * max(alpha, (1.0 - level) / 10))
+        return max(float(sorted_scores[-1]), z * math.sqrt(float(np.mean(sorted_scores**2)))), True
+    return (0.0 if rank < 1 else float(sorted_scores[rank - 1])), False
 
 
 _NORMAL = statistics.NormalDist()

@@ -1,0 +1,161 @@
+"""``bayeskern forecast DATA.csv --column y --steps 12``: the next steps of a series with a band per horizon."""
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._io import CLIError, check, pyplot, report, write_summary
+
+__all__ = ["add_parsers"]
+
+
+def _run(args):
+    import warnings
+
+    from bayeskern.inference import forecast_ahead
+
+    series = _read_series(args.data, args.column, args.date)
+    report(f"read {series.shape[0]} values of {series.name!r}"
+           + (f", {_label(series.index[0])} to {_label(series.index[-1])}" if _dated(series) else "")
+           + f"; tuning the forecaster and calibrating {args.steps} horizons")
+    t0 = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fc = forecast_ahead(series, args.steps, level=args.level, lags=args.lags, n_val=args.validation)
+    notes = sorted({f"{w.category.__name__}: {w.message}" for w in caught if w.category.__module__.startswith(
+        ("bayeskern", "inference"))})
+    for note in notes:
+        report(note)
+    out = Path(args.out)
+    frame = fc.to_frame()
+    frame.index.name = frame.index.name or ("date" if fc.index is not None and _dated(series) else "step")
+    table = out / "forecast.csv"
+    frame.to_csv(table)
+    figure = _plot(series, fc, args.history, out / "forecast.png")
+    design = fc.design
+    summary = {"title": f"{args.steps}-step forecast of {series.name!r} in {args.data}", "observations": int(
+        series.shape[0]), "steps": args.steps, "level": args.level,
+        "first_forecast": _label(frame.index[0]), "last_forecast": _label(frame.index[-1]),
+        "forecaster": "kernel Bayes filter" if design else f"{fc.fallback} (no filter beat it on validation)",
+        "lags": list(design.lags) if design else None, "differences": bool(design.difference) if design else None,
+        "validation_steps": int(fc.tuning.num_validation),
+        "calibration_errors_per_horizon": fc.calibration_counts.tolist(),
+        "tail_rule_horizons": (np.flatnonzero(fc.widened.any(axis=1)) + 1).tolist(),
+        "clipped_steps": (np.flatnonzero(fc.clipped) + 1).tolist(), "warnings": notes,
+        "seconds": round(time.perf_counter() - t0, 3)}
+    write_summary(out, summary, [table, figure])
+    return summary
+
+
+def _read_series(path: str, column, date):
+    """The column of a CSV file as a pandas Series, indexed by its date column (given, or the first column whose
+    every entry reads as a date) at the frequency pandas infers, else by row number."""
+    import pandas as pd
+
+    if not Path(path).is_file():
+        raise CLIError(f"DATA: no such file: {path}")
+    try:
+        table = pd.read_csv(path)
+    except (ValueError, OSError) as e:
+        raise CLIError(f"DATA: cannot read {path} as CSV ({str(e).splitlines()[0]})") from None
+    numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
+    if column is None:
+        check(len(numeric) == 1, f"--column: {path} has numeric columns {numeric}; name the one to forecast")
+        column = numeric[0]
+    check(column in table.columns, f"--column: no column {column!r} in {path} (columns: {list(table.columns)})")
+    check(pd.api.types.is_numeric_dtype(table[column]), f"--column: {column!r} does not hold numbers")
+    values = table[column]
+    check(bool(values.notna().all()), f"--column: {column!r} has {int(values.isna().sum())} empty or non-numeric "
+                                      "entries; fill or drop them first")
+    if date is None:
+        date = next((c for c in table.columns if c != column and not pd.api.types.is_numeric_dtype(table[c])
+                     and _all_dates(table[c])), None)
+    elif date not in table.columns or not _all_dates(table[date]):
+        raise CLIError(f"--date: {date!r} is not a column of dates in {path}")
+    if date is None:
+        return pd.Series(values.to_numpy(float), name=column)
+    index = pd.DatetimeIndex(pd.to_datetime(table[date]), name=date)
+    check(index.is_monotonic_increasing and index.is_unique, f"--date: the dates in {date!r} must increase")
+    index = pd.DatetimeIndex(index, freq="infer") if len(index) >= 3 else index
+    check(index.freq is not None, f"--date: the dates in {date!r} have no regular frequency (gaps or irregular "
+                                  "steps)")
+    return pd.Series(values.to_numpy(float), index=index, name=column)
+
+
+def _all_dates(column) -> bool:
+    import pandas as pd
+
+    try:
+        return bool(pd.to_datetime(column, errors="coerce", format="mixed").notna().all())
+    except (TypeError, ValueError):
+        return False
+
+
+def _dated(series) -> bool:
+    import pandas as pd
+
+    return isinstance(series.index, pd.DatetimeIndex)
+
+
+def _label(value) -> str:
+    """A date without its time of day when that is midnight; anything else as str."""
+    if hasattr(value, "normalize") and value == value.normalize():
+        return value.strftime("%Y-%m-%d")
+    return str(value)
+
+
+def _lags(text: str):
+    if text == "auto":
+        return "auto"
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise CLIError(f"--lags must be 'auto' or comma-separated integers such as 1,2,12, got {text!r}") from None
+
+
+def _plot(series, fc, history: int, path):
+    """The fan chart: the last ``history`` observations, the forecasts and their band."""
+    plt = pyplot()
+    from bayeskern.plotting import save_figure
+
+    past = series.iloc[-history:]
+    future = fc.index if fc.index is not None else np.arange(series.shape[0], series.shape[0] + fc.mean.shape[0])
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.plot(past.index, past.to_numpy(), color="k", lw=1.2, label="observed")
+    ax.fill_between(future, fc.band[0, :, 0], fc.band[1, :, 0], color="C0", alpha=0.25, lw=0,
+                    label=f"{fc.level:.0%} band")
+    ax.plot(future, fc.mean[:, 0], color="C0", lw=1.5, marker=".", label="forecast")
+    ax.set(ylabel=str(series.name), title=f"{fc.mean.shape[0]}-step forecast")
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    return save_figure(fig, path)
+
+
+def _check(args):
+    args.lags = _lags(args.lags)
+    check(args.steps >= 1, "--steps must be >= 1")
+    check(0 < args.level < 1, "--level must lie in (0, 1)")
+    check(args.history >= 1, "--history must be >= 1")
+    check(args.validation is None or args.validation >= 1, "--validation must be >= 1")
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("forecast", help="forecast the next steps of a series in a CSV file, with bands",
+                       description="Forecasts the next --steps values of one column of a CSV file (one row per "
+                                   "time step, oldest first) with the validated kernel Bayes forecaster, iterated "
+                                   "on its own predictions, and a conformal band per horizon calibrated on held-out "
+                                   "origins. A column of dates (found by itself, or --date) dates the forecasts "
+                                   "at its frequency. Writes forecast.csv (mean, lower, upper per future step), "
+                                   "forecast.png (a fan chart) and summary.json; progress on stderr.")
+    p.add_argument("data", help="CSV file with a header row")
+    p.add_argument("--column", default=None, help="the column to forecast (default: the only numeric column)")
+    p.add_argument("--date", default=None, help="the column of dates (default: the first column of dates, if any)")
+    p.add_argument("--steps", type=int, default=12, help="future steps to forecast (default 12)")
+    p.add_argument("--level", type=float, default=0.9, help="band level at each horizon (default 0.9)")
+    p.add_argument("--lags", default="auto", help="'auto' (default) or comma-separated lags such as 1,2,12")
+    p.add_argument("--validation", type=int, default=None,
+                   help="validation steps (default min(200, max(20, T/5)))")
+    p.add_argument("--history", type=int, default=120, help="observed steps shown in the fan chart (default 120)")
+    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
+    p.add_argument("--force", action="store_true", help="overwrite output files already in --out")
+    p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "forecast.csv", "forecast.png"])

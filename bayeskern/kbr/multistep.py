@@ -1,0 +1,95 @@
+"""Forecasts several steps ahead with the validated forecaster: the filter iterated on its own predictions (the
+recursive strategy), from any origin, in one compiled program for many origins."""
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .filter import ETA_GRID, _observations, _step, _uniform_weights
+from .forecast import ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _standardised
+
+__all__ = ["iterated_forecasts"]
+
+
+def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon: int, *, rank="auto",
+                       burn_in: int = 20):
+    """Forecasts of y at steps o, o + 1, ..., o + horizon - 1 from each origin o, using y before o only.
+
+    The forecaster chosen by ``tuning`` is fitted on y[:fit_end] (standardised on it, as
+    :func:`~bayeskern.inference.forecast_series` fits it on its training series); from each origin the filter,
+    having consumed the observations up to o - 1, forecasts step o one step ahead, and that forecast enters the lag
+    vector of step o + 1 as if observed, and so on (the recursive multi-step strategy). A read-out outside the
+    training residuals' widened range is clipped, as in one-step forecasting. A baseline forecaster
+    (``tuning.fallback``) repeats y[o - 1] (persistence) or the mean of y[:fit_end].
+
+    Args:
+        y: (T, d) series; T >= every origin.
+        tuning: the :func:`~bayeskern.kbr.tune_forecaster` choice.
+        fit_end: the forecaster is fitted on the first ``fit_end`` steps.
+        origins: increasing origins o with fit_end - burn_in <= o <= T (T: forecasts beyond the data).
+        horizon: steps forecast from each origin, >= 1.
+        rank: the filter's rank.
+        burn_in: fit steps the filter runs over before the first origin.
+
+    Returns:
+        (paths (O, horizon, d) in the units of y, clipped (O, horizon) bool).
+    """
+    y = _as_series(y, "y")
+    origins = np.asarray(origins, int)
+    centre, scale = _location_scale(y[:fit_end])
+    if tuning.best is None:
+        start = y[origins - 1] if tuning.fallback == "persistence" else np.broadcast_to(centre, (origins.size,
+                                                                                                 y.shape[1]))
+        return np.repeat(start[:, None, :], horizon, axis=1), np.zeros((origins.size, horizon), bool)
+    b = tuning.best
+    s = _standardised(y[:fit_end], y)
+    X, Z, _, offset = _design_rows(s, b.design)
+    n_fit = fit_end - offset
+    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, rank)
+    run_start = max(0, n_fit - burn_in)
+    if origins.min() - offset < run_start or origins.max() > y.shape[0]:
+        raise ValueError(f"origins must lie in [{run_start + offset}, {y.shape[0]}], got {origins.min()} to "
+                         f"{origins.max()}")
+    weights = _predictive_weights(kbf, jnp.asarray(X[run_start: origins.max() - offset]))
+    u = np.concatenate([np.full((1, s.shape[1]), np.nan), np.diff(s, axis=0)]) if b.design.difference else s
+    p = max(b.design.lags)
+    history = np.stack([u[o - p: o][::-1] for o in origins])          # (O, p, d): u_{o-1}, ..., u_{o-p}
+    paths, clipped = _iterate(kbf, jnp.asarray(ar.coef), jnp.asarray(low), jnp.asarray(high),
+                              weights[origins - offset - run_start], jnp.asarray(history), jnp.asarray(s[origins - 1]),
+                              tuple(lag - 1 for lag in b.design.lags), b.design.difference, horizon)
+    return np.asarray(paths) * scale + centre, np.asarray(clipped)
+
+
+@jax.jit
+def _predictive_weights(kbf, X_run):
+    """(T~ + 1, T) the filter's predictive weights before each observation of X_run (T~, d_x) and after the last."""
+    def step(w_pred, g):
+        return _step(kbf, w_pred, g)[0], w_pred
+
+    last, before = jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_run))
+    return jnp.concatenate([before, last[None]])
+
+
+@partial(jax.jit, static_argnames=("lag_index", "difference", "horizon"))
+def _iterate(kbf, coef, low, high, w_pred, history, s_last, lag_index, difference, horizon):
+    """The recursive forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
+    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p}; s_last (O, d) is s_{o-1}."""
+    d = s_last.shape[-1]
+    index = jnp.asarray(lag_index)
+
+    def one_origin(w_pred, history, s_last):
+        def step(carry, _):
+            w_pred, history, s_last = carry
+            x = history[index].reshape(-1)                   # (u_{t-l})_{l in lags}, as lag_design orders them
+            w_next, w = _step(kbf, w_pred, _observations(kbf, x[None, :])[0])
+            raw = (w @ kbf.Z)[:d]
+            residual = jnp.clip(raw, low, high)
+            u = coef[0] + x @ coef[1:] + residual
+            s = s_last + u if difference else u
+            return (w_next, jnp.concatenate([u[None], history[:-1]]), s), (s, jnp.any(raw != residual))
+
+        return jax.lax.scan(step, (w_pred, history, s_last), None, length=horizon)[1]
+
+    return jax.vmap(one_origin)(w_pred, history, s_last)

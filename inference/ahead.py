@@ -1,0 +1,193 @@
+"""Forecasting the future: the next steps of a series (NumPy, or pandas with dates) with a band per horizon."""
+
+import time
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from bayeskern._config import require_x64
+from bayeskern._validation import check_count
+from bayeskern.kbr.filter import ReadoutWarning, TuningWarning
+from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _as_series, _check_tuning_arguments,
+                                    _conformal_quantile, _MIN_FIT_STEPS, _validation_size, tune_forecaster)
+from bayeskern.kbr.multistep import iterated_forecasts
+
+from .forecast import CalibrationWarning
+
+__all__ = ["ForecastAhead", "forecast_ahead"]
+
+
+class ForecastAhead(NamedTuple):
+    """Forecasts of the next steps of a series, with a band per horizon.
+
+    Attributes:
+        mean: (steps, d) forecasts of the next ``steps`` values.
+        band: (2, steps, d) lower and upper limits of probability ``level`` at each horizon, finite.
+        index: the future dates (a pandas ``DatetimeIndex`` or ``PeriodIndex`` continuing the input's at its
+            frequency; the next integers for an integer index), or None for NumPy input.
+        columns: the d names of the series (the Series' name or the DataFrame's columns; ``y0``, ``y1``, ... for
+            NumPy input).
+        level: the band's coverage target.
+        design: the chosen :class:`~bayeskern.kbr.ForecastDesign`, or None when a baseline forecasts.
+        fallback: ``"persistence"`` or ``"prior mean"`` when a baseline forecasts, else None.
+        tuning: the validated choice (:func:`bayeskern.kbr.tune_forecaster`).
+        calibration_counts: (steps,) the number of calibration errors behind each horizon's band.
+        widened: (steps, d) whether the horizon's band came from the tail rule (too few errors for the level).
+        clipped: (steps,) whether the filter's read-out was clipped to the training range at that step.
+        seconds: wall time of the whole call.
+    """
+
+    mean: np.ndarray
+    band: np.ndarray
+    index: object
+    columns: tuple
+    level: float
+    design: ForecastDesign | None
+    fallback: str | None
+    tuning: ForecastTuning
+    calibration_counts: np.ndarray
+    widened: np.ndarray
+    clipped: np.ndarray
+    seconds: float
+
+    def to_frame(self):
+        """A pandas DataFrame of the forecasts and band limits, indexed by ``index`` (1..steps, named "step",
+        when there is none): columns ``mean``, ``lower``, ``upper`` for one series, ``<name>_mean``,
+        ``<name>_lower``, ``<name>_upper`` for several.
+
+        Returns:
+            pandas.DataFrame of ``steps`` rows.
+
+        Raises:
+            ImportError: when pandas is not installed.
+        """
+        import pandas as pd
+
+        steps = self.mean.shape[0]
+        index = self.index if self.index is not None else pd.RangeIndex(1, steps + 1, name="step")
+        parts = {"mean": self.mean, "lower": self.band[0], "upper": self.band[1]}
+        if len(self.columns) == 1:
+            data = {kind: values[:, 0] for kind, values in parts.items()}
+        else:
+            data = {f"{name}_{kind}": values[:, j] for j, name in enumerate(self.columns)
+                    for kind, values in parts.items()}
+        return pd.DataFrame(data, index=index)
+
+
+def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: int | None = None,
+                   n_val: int | None = None, rank="auto", workers: int | None = None) -> ForecastAhead:
+    """Forecasts of the next ``steps`` values of a series, with a band per horizon.
+
+    The forecaster is the one :func:`forecast_series` validates (lags, levels or differences, the filter of what an
+    autoregression leaves over, refitted on the whole series). Several steps ahead it is iterated on its own
+    predictions: the forecast of step T enters the lag vector of step T + 1 as if observed, and so on (the
+    recursive strategy), so the mean of horizon h is the filter's h-th forecast along its own path.
+
+    The band of horizon h is conformal on that horizon's errors: the chosen forecaster, refitted on the steps before
+    a calibration block of C steps just before the validation block (neither its fit nor its choice saw them), is
+    iterated from every origin in the block, and its h-step errors that fall inside the block (C - h + 1 of them)
+    are the scores; the band's half-width is their ceil((n + 1) level)-th smallest (split conformal prediction),
+    or the tail rule of :func:`bayeskern.kbr.conformal_band` where they are too few (``widened``). The band
+    therefore widens with the horizon exactly as far as the errors of the held-out origins do.
+
+    Args:
+        y: (T,) or (T, d) NumPy array, or a pandas Series or DataFrame; a ``DatetimeIndex`` (with a frequency that
+            pandas can infer) or ``PeriodIndex`` is continued into ``index``.
+        steps: the number of future steps, >= 1.
+        level: the band's coverage target at each horizon, in (0, 1).
+        lags: ``"auto"`` or an explicit lag set such as ``(1, 2, 12)``.
+        season: seasonal period for the automatic lags; default from the autocorrelation of the differences.
+        n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).
+        rank: rank of the filters, as in :meth:`bayeskern.kbr.KernelBayesFilter.build`.
+        workers: processes that score the lag designs (:func:`bayeskern.kbr.tune_forecaster`).
+
+    Returns:
+        ForecastAhead: ``mean`` (steps, d), ``band`` (2, steps, d), ``index``, ``to_frame()`` and the choice.
+
+    Raises:
+        TypeError: for values that are not real numbers, or steps that is not an integer.
+        ValueError: for non-finite values, steps below 1, a level outside (0, 1), a dated index without a
+            frequency, or a series too short for V validation steps, a calibration block of ``steps`` and 24 fit
+            steps.
+        RuntimeError: when float64 is off.
+
+    Warns:
+        TuningWarning: a baseline forecasts (no filter beat persistence and the training mean on validation).
+        CalibrationWarning: the calibration errors are too few for the level at some horizon (tail rule).
+        ReadoutWarning: the filter's read-out was clipped at some future step.
+    """
+    require_x64("forecast_ahead")
+    start = time.perf_counter()
+    values, dates, columns = _unpack(y)
+    steps = check_count(steps, "steps")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    _check_tuning_arguments(lags, workers)
+    T = values.shape[0]
+    index = _future_index(dates, steps)
+    V = _validation_size(T, n_val, "y", reserve=steps)
+    tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
+    if tuning.best is None:
+        warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
+                      f"{tuning.fallback} forecasts", TuningWarning, stacklevel=2)
+    offset = 1 if tuning.best is None else tuning.best.design.offset
+    C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
+    if C < steps:
+        raise ValueError(f"y of {T} steps leaves {C} calibration steps for the design {tuning.best.design}: too few "
+                         f"for bands {steps} steps ahead; ask for at most {C} steps or pass a longer series")
+    end = T - V                                      # calibration origins end-C .. end-1, errors inside the block
+    paths, _ = iterated_forecasts(values, tuning, end - C, np.arange(end - C, end), steps, rank=rank)
+    targets = end - C + np.arange(C)[:, None] + np.arange(steps)[None, :]                   # (C, steps)
+    inside = targets < end
+    errors = np.abs(values[np.minimum(targets, end - 1)] - paths)                          # (C, steps, d)
+    future, clipped = iterated_forecasts(values, tuning, T, [T], steps, rank=rank)
+    mean, clipped = future[0], clipped[0]
+    d = values.shape[1]
+    half, widened = np.empty((steps, d)), np.zeros((steps, d), bool)
+    for h in range(steps):
+        for j in range(d):
+            half[h, j], widened[h, j] = _conformal_quantile(np.sort(errors[inside[:, h], h, j]), 1 - level, level)
+    if widened.any():
+        first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
+        warnings.warn(f"from horizon {first} on, the {C - first + 1} or fewer calibration errors per horizon are too "
+                      f"few for level {level}: those bands follow the tail rule (see widened)", CalibrationWarning,
+                      stacklevel=2)
+    if clipped.any():
+        warnings.warn(f"the filter's read-out left the training range at future steps "
+                      f"{(np.flatnonzero(clipped) + 1).tolist()} and was clipped to it", ReadoutWarning, stacklevel=2)
+    design = None if tuning.best is None else tuning.best.design
+    return ForecastAhead(mean, np.stack([mean - half, mean + half]), index, columns, level, design, tuning.fallback,
+                         tuning, inside.sum(axis=0), widened, clipped, time.perf_counter() - start)
+
+
+def _unpack(y):
+    """(values (T, d), the pandas index or None, column names) of a NumPy array or a pandas Series/DataFrame."""
+    if type(y).__module__.startswith("pandas"):
+        if getattr(y, "ndim", None) == 1:
+            columns = (str(y.name) if y.name is not None else "y",)
+        else:
+            columns = tuple(str(c) for c in y.columns)
+        return _as_series(y.to_numpy(dtype=float), "y"), y.index, columns
+    values = _as_series(y, "y")
+    return values, None, tuple(f"y{j}" for j in range(values.shape[1]))
+
+
+def _future_index(index, steps: int):
+    """The ``steps`` labels after a pandas index: dates at its frequency, the next integers, else None."""
+    if index is None:
+        return None
+    import pandas as pd
+
+    if isinstance(index, pd.PeriodIndex):
+        return pd.period_range(index[-1] + 1, periods=steps, freq=index.freq, name=index.name)
+    if isinstance(index, pd.DatetimeIndex):
+        freq = index.freq or (pd.DatetimeIndex(index, freq="infer").freq if len(index) >= 3 else None)
+        if freq is None:
+            raise ValueError("y has dates without a regular frequency (pandas cannot infer one): give it a "
+                             "DatetimeIndex with a freq, e.g. y.asfreq('MS'), or pass the values alone")
+        return pd.date_range(index[-1], periods=steps + 1, freq=freq, name=index.name)[1:]
+    if pd.api.types.is_integer_dtype(index.dtype) and len(index) >= 2:
+        step = int(index[-1] - index[-2])
+        return pd.Index(int(index[-1]) + step * np.arange(1, steps + 1), name=index.name)
+    return None

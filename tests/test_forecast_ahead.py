@@ -1,0 +1,148 @@
+"""Forecasting ahead: the recursive forecasts, bands per horizon, pandas dates and the forecast command."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayeskern.cli import main
+from bayeskern.inference import CalibrationWarning, forecast_ahead
+from bayeskern.kbr.forecast import _forecast_path, tune_forecaster
+from bayeskern.kbr.multistep import iterated_forecasts
+
+FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
+
+
+def sine_map(T, seed, noise=0.3):
+    rng = np.random.default_rng(seed)
+    y = np.zeros(T)
+    for t in range(1, T):
+        y[t] = 2.0 * np.sin(1.5 * y[t - 1]) + noise * rng.standard_normal()
+    return y
+
+
+@pytest.mark.parametrize("lags", [(1, 2), (1, 3)])
+def test_iterated_forecasts_are_one_step_forecasts_along_their_own_path(lags):
+    """Horizon 1 is the one-step forecaster; horizon 2 is its forecast of the next step when the first forecast is
+    observed (the recursive strategy), for levels and for differences."""
+    y = (5.0 + sine_map(220, seed=1))[:, None]
+    tuning = tune_forecaster(y[:180], lags=lags, n_val=40, workers=1, **FAST)
+    for difference in (False, True):
+        design = tuning.best.design._replace(difference=difference)
+        chosen = tuning._replace(best=tuning.best._replace(design=design))
+        one_step, _ = _forecast_path(y[:180], y[180:], chosen)
+        paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 2)
+        np.testing.assert_allclose(paths[:, 0], one_step, rtol=0, atol=1e-10)
+        for o in (180, 195):
+            observed_path = np.concatenate([y[180:o], paths[o - 180, :1]])   # the first forecast taken as observed
+            next_step, _ = _forecast_path(y[:180], np.concatenate([observed_path, [[0.0]]]), chosen)
+            assert paths[o - 180, 1, 0] == pytest.approx(next_step[o - 180 + 1, 0], abs=1e-10)
+
+
+def test_a_baseline_is_iterated_as_itself():
+    y = np.cumsum(np.random.default_rng(2).standard_normal(100))[:, None]
+    tuning = tune_forecaster(y[:80], lags=(1,), n_val=20, workers=1, **FAST)
+    for fallback, expected in (("persistence", y[79]), ("prior mean", y[:80].mean(axis=0))):
+        chosen = tuning._replace(best=None, fallback=fallback)
+        paths, _ = iterated_forecasts(y, chosen, 80, [80, 90], 3)
+        assert paths.shape == (2, 3, 1) and np.allclose(paths[0], expected)
+    assert np.allclose(iterated_forecasts(y, tuning._replace(best=None, fallback="persistence"), 80, [90], 2)[0],
+                       y[89])
+
+
+def test_forecast_ahead_gives_finite_bands_per_horizon_that_widen_on_a_random_walk():
+    """On a random walk the h-step error grows like sqrt(h): the band at horizon 9 is about three times the band
+    at horizon 1 (the calibration's errors say so; nothing imposes it)."""
+    y = np.cumsum(np.random.default_rng(3).standard_normal(300))
+    fc = forecast_ahead(y, 9, lags=(1,), workers=1)
+    assert fc.mean.shape == (9, 1) and fc.band.shape == (2, 9, 1) and fc.index is None and fc.columns == ("y0",)
+    assert np.all(np.isfinite(fc.band)) and np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
+    half = fc.band[1, :, 0] - fc.mean[:, 0]
+    assert 2.0 < half[8] / half[0] < 4.5
+    V = fc.tuning.num_validation
+    C = max(V, 18)
+    np.testing.assert_array_equal(fc.calibration_counts, C - np.arange(9))
+    frame = fc.to_frame()
+    assert list(frame.columns) == ["mean", "lower", "upper"] and list(frame.index) == list(range(1, 10))
+
+
+def test_forecast_ahead_bands_cover_about_their_level_at_every_horizon():
+    """20 AR(1) series, the next 6 steps each: coverage per horizon near 0.9 (120 checks per horizon pooled over
+    horizons 1-2, 3-4, 5-6: MC s.e. about 0.02 each)."""
+    hits = []
+    for seed in range(20):
+        rng = np.random.default_rng(100 + seed)
+        y = np.zeros(206)
+        for t in range(1, 206):
+            y[t] = 0.8 * y[t - 1] + rng.standard_normal()
+        fc = forecast_ahead(y[:200], 6, lags=(1,), workers=1)
+        hits.append((y[200:] >= fc.band[0, :, 0]) & (y[200:] <= fc.band[1, :, 0]))
+    hits = np.array(hits)
+    for h in (slice(0, 2), slice(2, 4), slice(4, 6)):
+        assert 0.8 <= hits[:, h].mean() <= 0.98
+
+
+def test_dates_of_a_pandas_series_are_continued_at_their_frequency():
+    y = 10 + sine_map(150, seed=4)
+    monthly = pd.Series(y, index=pd.date_range("2010-01-01", periods=150, freq="MS"), name="sales")
+    fc = forecast_ahead(monthly, 12, lags=(1,), workers=1)
+    assert list(fc.index) == list(pd.date_range("2022-07-01", periods=12, freq="MS"))
+    frame = fc.to_frame()
+    assert list(frame.columns) == ["mean", "lower", "upper"] and frame.index.equals(fc.index)
+    np.testing.assert_allclose(frame["mean"], fc.mean[:, 0])
+    quarterly = pd.Series(y, index=pd.period_range("1980Q1", periods=150, freq="Q"))
+    assert str(forecast_ahead(quarterly, 2, lags=(1,), workers=1).index[0]) == "2017Q3"
+    two = pd.DataFrame({"a": y, "b": np.roll(y, 3)}, index=monthly.index)
+    frame = forecast_ahead(two, 3, lags=(1,), workers=1).to_frame()
+    assert list(frame.columns) == ["a_mean", "a_lower", "a_upper", "b_mean", "b_lower", "b_upper"]
+    irregular = monthly.copy()
+    irregular.index = monthly.index.delete(5).append(pd.DatetimeIndex(["2030-01-01"]))
+    with pytest.raises(ValueError, match="without a regular frequency"):
+        forecast_ahead(irregular, 3, lags=(1,))
+
+
+def test_forecast_ahead_refuses_bad_input_and_warns_when_the_calibration_is_thin():
+    y = sine_map(120, seed=5)
+    with pytest.raises(ValueError, match="steps must be >= 1"):
+        forecast_ahead(y, 0)
+    with pytest.raises(ValueError, match="level must lie in"):
+        forecast_ahead(y, 3, level=1.5)
+    with pytest.raises(ValueError, match="y of 40 steps is too short"):
+        forecast_ahead(y[:40], 3)
+    with pytest.warns(CalibrationWarning, match="tail rule"):
+        fc = forecast_ahead(y, 12, lags=(1,), n_val=20, level=0.99, workers=1)
+    assert fc.widened.any() and np.all(np.isfinite(fc.band))
+
+
+def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(tmp_path):
+    y = 50 + 3 * sine_map(140, seed=6)
+    dates = pd.date_range("2000-01-01", periods=140, freq="MS").strftime("%Y-%m-%d")
+    pd.DataFrame({"month": dates, "visitors": y, "flag": np.arange(140) % 2}).to_csv(tmp_path / "d.csv", index=False)
+    argv = ["forecast", str(tmp_path / "d.csv"), "--column", "visitors", "--steps", "6", "--lags", "1",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    table = pd.read_csv(tmp_path / "out" / "forecast.csv")
+    assert list(table.columns) == ["month", "mean", "lower", "upper"]
+    assert list(table["month"]) == [f"2011-{m:02d}-01" for m in range(9, 13)] + ["2012-01-01", "2012-02-01"]
+    assert np.all(table["lower"] < table["mean"]) and np.all(table["mean"] < table["upper"])
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["lags"] == [1] and summary["first_forecast"] == "2011-09-01"
+    assert (tmp_path / "out" / "forecast.png").stat().st_size > 10_000
+    fc = forecast_ahead(pd.Series(y, index=pd.DatetimeIndex(dates, freq="MS")), 6, lags=(1,), workers=1)
+    np.testing.assert_allclose(table["mean"], fc.mean[:, 0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--column", "nope"], "no column 'nope'"),
+    (["--column", "month"], "does not hold numbers"),
+    ([], "name the one to forecast"),
+    (["--column", "visitors", "--lags", "1,x"], "--lags must be"),
+    (["--column", "visitors", "--steps", "0"], "--steps must be >= 1"),
+])
+def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv, message, capsys):
+    pd.DataFrame({"month": ["2000-01-01", "2000-02-01", "2000-03-01"], "visitors": [1.0, 2.0, 3.0],
+                  "other": [1, 2, 3]}).to_csv(tmp_path / "d.csv", index=False)
+    assert main(["forecast", str(tmp_path / "d.csv"), *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
