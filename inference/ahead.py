@@ -80,9 +80,10 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     """Forecasts of the next ``steps`` values of a series, with a band per horizon.
 
     The forecaster is the one :func:`forecast_series` validates (lags, levels or differences, the filter of what an
-    autoregression leaves over, refitted on the whole series). Several steps ahead it is iterated on its own
-    predictions: the forecast of step T enters the lag vector of step T + 1 as if observed, and so on (the
-    recursive strategy), so the mean of horizon h is the filter's h-th forecast along its own path.
+    autoregression leaves over, refitted on the whole series). Several steps ahead the forecasts take the place of
+    the unknown values in the autoregression's lags (the recursive strategy), and the filter's embedding is carried
+    forward by its transition (no Bayes update on lags that hold forecasts), so its correction relaxes towards the
+    residual's long-run mean (:func:`bayeskern.kbr.multistep.iterated_forecasts`).
 
     The band of horizon h is conformal on that horizon's errors: the chosen forecaster, refitted on the steps before
     a calibration block of C steps just before the validation block (neither its fit nor its choice saw them), is

@@ -185,3 +185,12 @@ def test_sunspots_example_forecasts_a_real_series_and_holds_against_ar(tmp_path)
     assert set(rmse) >= {"kernel Bayes", "persistence"}
     assert rmse["kernel Bayes"] < 0.7 * rmse["persistence"] and rmse["kernel Bayes"] < 1.1 * rmse[ar]
     assert (tmp_path / "kbf_sunspots.png").stat().st_size > 10_000
+
+
+@pytest.mark.slow  # the forecaster validates a dozen designs and calibrates 24 horizons
+def test_fan_chart_example_forecasts_co2_two_years_ahead(tmp_path):
+    pytest.importorskip("statsmodels")  # the examples extra
+    scores = _load("forecast_fan_chart").main(tmp_path)
+    (rmse, cover), (ets_rmse, _) = scores["kernel Bayes (forecast_ahead)"], scores["ETS (A, Ad, A)"]
+    assert rmse < 1.5 * ets_rmse and cover >= 0.75
+    assert (tmp_path / "forecast_fan_chart.png").stat().st_size > 10_000

@@ -8,7 +8,9 @@ import pytest
 
 from bayeskern.cli import main
 from bayeskern.inference import CalibrationWarning, forecast_ahead
-from bayeskern.kbr.forecast import _forecast_path, tune_forecaster
+from bayeskern.kbr import ETA_GRID, ForecastDesign
+from bayeskern.kbr.forecast import (_build_filter, _design_rows, _forecast_path, _location_scale, _standardised,
+                                    tune_forecaster)
 from bayeskern.kbr.multistep import iterated_forecasts
 
 FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
@@ -22,22 +24,41 @@ def sine_map(T, seed, noise=0.3):
     return y
 
 
-@pytest.mark.parametrize("lags", [(1, 2), (1, 3)])
-def test_iterated_forecasts_are_one_step_forecasts_along_their_own_path(lags):
-    """Horizon 1 is the one-step forecaster; horizon 2 is its forecast of the next step when the first forecast is
-    observed (the recursive strategy), for levels and for differences."""
+@pytest.mark.parametrize("difference", [False, True])
+def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_by_its_transition(difference):
+    """Horizon 1 is the one-step forecaster. Beyond it, by hand with the public streaming filter: the lags hold the
+    forecasts, the residual is read from the predictive embedding carried by the transition (no update on
+    forecast lags), for levels and for differences."""
     y = (5.0 + sine_map(220, seed=1))[:, None]
-    tuning = tune_forecaster(y[:180], lags=lags, n_val=40, workers=1, **FAST)
-    for difference in (False, True):
-        design = tuning.best.design._replace(difference=difference)
-        chosen = tuning._replace(best=tuning.best._replace(design=design))
-        one_step, _ = _forecast_path(y[:180], y[180:], chosen)
-        paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 2)
-        np.testing.assert_allclose(paths[:, 0], one_step, rtol=0, atol=1e-10)
-        for o in (180, 195):
-            observed_path = np.concatenate([y[180:o], paths[o - 180, :1]])   # the first forecast taken as observed
-            next_step, _ = _forecast_path(y[:180], np.concatenate([observed_path, [[0.0]]]), chosen)
-            assert paths[o - 180, 1, 0] == pytest.approx(next_step[o - 180 + 1, 0], abs=1e-10)
+    tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
+    b = tuning.best._replace(design=ForecastDesign((1, 2), difference))
+    chosen = tuning._replace(best=b)
+    one_step, _ = _forecast_path(y[:180], y[180:], chosen)
+    paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 3)
+    np.testing.assert_allclose(paths[:, 0], one_step, rtol=0, atol=1e-10)
+
+    s = _standardised(y[:180], y)
+    centre, scale = _location_scale(y[:180])
+    X, Z, _, offset = _design_rows(s, b.design)
+    n_fit = 180 - offset
+    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, "auto")
+    o = 190
+    state = kbf.initial_state()
+    for row in range(n_fit - 20, o - offset + 1):          # the burn-in, then the observed lags of step o
+        state, mean = kbf.update(state, X[row])
+    u = np.diff(s, axis=0, prepend=np.nan) if difference else s
+    readout = np.clip(np.asarray(mean)[:1], low, high)
+    forecasts, lags_now, level = [], [u[o - 1], u[o - 2]], s[o - 1]
+    weights = np.asarray(state.predicted)
+    for h in range(3):
+        x = np.concatenate(lags_now)
+        step = ar(x[None, :])[0] + readout
+        level = level + step if difference else step
+        forecasts.append(level * scale + centre)
+        lags_now = [step, lags_now[0]]
+        readout = np.clip((weights @ np.asarray(kbf.Z))[:1], low, high)
+        weights = np.asarray(kbf.transition) @ weights
+    np.testing.assert_allclose(paths[o - 180], np.array(forecasts), rtol=0, atol=1e-9)
 
 
 def test_a_baseline_is_iterated_as_itself():

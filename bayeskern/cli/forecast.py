@@ -142,9 +142,9 @@ def _check(args):
 def add_parsers(sub) -> None:
     p = sub.add_parser("forecast", help="forecast the next steps of a series in a CSV file, with bands",
                        description="Forecasts the next --steps values of one column of a CSV file (one row per "
-                                   "time step, oldest first) with the validated kernel Bayes forecaster, iterated "
-                                   "on its own predictions, and a conformal band per horizon calibrated on held-out "
-                                   "origins. A column of dates (found by itself, or --date) dates the forecasts "
+                                   "time step, oldest first) with the validated kernel Bayes forecaster "
+                                   "(bayeskern.inference.forecast_ahead) and a conformal band per horizon calibrated "
+                                   "on held-out origins. A column of dates (found by itself, or --date) dates the forecasts "
                                    "at its frequency. Writes forecast.csv (mean, lower, upper per future step), "
                                    "forecast.png (a fan chart) and summary.json; progress on stderr.")
     p.add_argument("data", help="CSV file with a header row")

@@ -1,5 +1,6 @@
-"""Forecasts several steps ahead with the validated forecaster: the filter iterated on its own predictions (the
-recursive strategy), from any origin, in one compiled program for many origins."""
+"""Forecasts several steps ahead with the validated forecaster: the autoregression iterated on its own predictions
+(the recursive strategy) and the filter's embedding carried forward by its transition, from any origin, in one
+compiled program for many origins."""
 
 from functools import partial
 
@@ -18,11 +19,14 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
     """Forecasts of y at steps o, o + 1, ..., o + horizon - 1 from each origin o, using y before o only.
 
     The forecaster chosen by ``tuning`` is fitted on y[:fit_end] (standardised on it, as
-    :func:`~bayeskern.inference.forecast_series` fits it on its training series); from each origin the filter,
-    having consumed the observations up to o - 1, forecasts step o one step ahead, and that forecast enters the lag
-    vector of step o + 1 as if observed, and so on (the recursive multi-step strategy). A read-out outside the
-    training residuals' widened range is clipped, as in one-step forecasting. A baseline forecaster
-    (``tuning.fallback``) repeats y[o - 1] (persistence) or the mean of y[:fit_end].
+    :func:`~bayeskern.inference.forecast_series` fits it on its training series). From each origin the filter,
+    having consumed the observations up to o - 1, forecasts step o as in one-step forecasting. Beyond it, the
+    forecasts take the place of the unknown values in the autoregression's lags (the recursive strategy), while the
+    filter's embedding is carried forward by its transition alone: the lags of later steps hold the forecaster's
+    own predictions, not observations, so Bayes' rule is not applied to them, and the residual's read-out relaxes
+    towards its long-run mean as the horizon grows. A read-out outside the training residuals' widened range is
+    clipped, as in one-step forecasting. A baseline forecaster (``tuning.fallback``) repeats y[o - 1]
+    (persistence) or the mean of y[:fit_end].
 
     Args:
         y: (T, d) series; T >= every origin.
@@ -74,22 +78,32 @@ def _predictive_weights(kbf, X_run):
 
 @partial(jax.jit, static_argnames=("lag_index", "difference", "horizon"))
 def _iterate(kbf, coef, low, high, w_pred, history, s_last, lag_index, difference, horizon):
-    """The recursive forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
-    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p}; s_last (O, d) is s_{o-1}."""
+    """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
+    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p}; s_last (O, d) is s_{o-1}; w_pred (O, T)
+    the predictive weights before step o. Step o's lags are observed: Bayes' rule updates the embedding. Later lags
+    hold forecasts, not observations, so the embedding is only carried forward by the transition (no update on
+    values the filter made up itself); the autoregression runs on the forecast lags."""
     d = s_last.shape[-1]
     index = jnp.asarray(lag_index)
 
+    def advance(w_next, w, history, s_last):
+        x = history[index].reshape(-1)                       # (u_{t-l})_{l in lags}, as lag_design orders them
+        raw = (w @ kbf.Z)[:d]
+        residual = jnp.clip(raw, low, high)
+        u = coef[0] + x @ coef[1:] + residual
+        s = s_last + u if difference else u
+        return (w_next, jnp.concatenate([u[None], history[:-1]]), s), (s, jnp.any(raw != residual))
+
     def one_origin(w_pred, history, s_last):
+        x = history[index].reshape(-1)
+        w_next, w = _step(kbf, w_pred, _observations(kbf, x[None, :])[0])
+        carry, first = advance(w_next, w, history, s_last)
+
         def step(carry, _):
             w_pred, history, s_last = carry
-            x = history[index].reshape(-1)                   # (u_{t-l})_{l in lags}, as lag_design orders them
-            w_next, w = _step(kbf, w_pred, _observations(kbf, x[None, :])[0])
-            raw = (w @ kbf.Z)[:d]
-            residual = jnp.clip(raw, low, high)
-            u = coef[0] + x @ coef[1:] + residual
-            s = s_last + u if difference else u
-            return (w_next, jnp.concatenate([u[None], history[:-1]]), s), (s, jnp.any(raw != residual))
+            return advance(kbf.transition @ w_pred, w_pred, history, s_last)
 
-        return jax.lax.scan(step, (w_pred, history, s_last), None, length=horizon)[1]
+        _, rest = jax.lax.scan(step, carry, None, length=horizon - 1)
+        return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
     return jax.vmap(one_origin)(w_pred, history, s_last)

@@ -34,6 +34,7 @@ ARGS = {
     "kbf_circle": ["--runs", "2", "--T", "300"],
     "kbf_images": ["--tasks", "sprite", "--runs", "1", "--T", "200"],
     "kbf_sunspots": [],
+    "forecast_fan_chart": [],
     "jdl_second_moments": ["--dims", "1", "2", "--reps", "2"],
     "jdl_classification": ["--dims", "1", "--reps", "2"],
     "compression_heteroscedastic": ["--seeds", "0", "--ms", "5", "10", "20", "--steps", "300"],
