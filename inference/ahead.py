@@ -7,13 +7,15 @@ from typing import NamedTuple
 import numpy as np
 
 from bayeskern._config import require_x64
-from bayeskern._validation import check_count
+from bayeskern._validation import check_count, check_key
 from bayeskern.kbr.filter import ReadoutWarning, TuningWarning
-from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _as_series, _check_tuning_arguments,
-                                    _conformal_quantile, _MIN_FIT_STEPS, _validation_size, tune_forecaster)
+from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series,
+                                    _check_tuning_arguments, _conformal_quantile, _location_scale, _MIN_FIT_STEPS,
+                                    _validation_size, tune_forecaster)
 from bayeskern.kbr.multistep import iterated_forecasts
 
-from .forecast import CalibrationWarning
+from .diagnostics import Diagnostics
+from .forecast import CalibrationWarning, _hyperparameter_posterior
 
 __all__ = ["ForecastAhead", "forecast_ahead"]
 
@@ -34,7 +36,9 @@ class ForecastAhead(NamedTuple):
         tuning: the validated choice (:func:`bayeskern.kbr.tune_forecaster`).
         calibration_counts: (steps,) the number of calibration errors behind each horizon's band.
         widened: (steps, d) whether the horizon's band came from the tail rule (too few errors for the level).
-        clipped: (steps,) whether the filter's read-out was clipped to the training range at that step.
+        clipped: (steps,) whether the filter's read-out was clipped to the training range at that step (with
+            ``bayesian``: for some draw).
+        mcmc: NUTS diagnostics of the Bayesian forecaster, or None.
         seconds: wall time of the whole call.
     """
 
@@ -49,6 +53,7 @@ class ForecastAhead(NamedTuple):
     calibration_counts: np.ndarray
     widened: np.ndarray
     clipped: np.ndarray
+    mcmc: Diagnostics | None
     seconds: float
 
     def to_frame(self):
@@ -76,7 +81,9 @@ class ForecastAhead(NamedTuple):
 
 
 def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: int | None = None,
-                   n_val: int | None = None, rank="auto", workers: int | None = None) -> ForecastAhead:
+                   n_val: int | None = None, bayesian: bool = False, key=None, num_chains: int = 2,
+                   num_warmup: int = 200, num_samples: int = 200, num_landmarks=(20, 20), num_draws: int = 40,
+                   progress_bar: bool = False, rank="auto", workers: int | None = None) -> ForecastAhead:
     """Forecasts of the next ``steps`` values of a series, with a band per horizon.
 
     The forecaster is the one :func:`forecast_series` validates (lags, levels or differences, the filter of what an
@@ -92,6 +99,12 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     or the tail rule of :func:`bayeskern.kbr.conformal_band` where they are too few (``widened``). The band
     therefore widens with the horizon exactly as far as the errors of the held-out origins do.
 
+    With ``bayesian=True`` NUTS samples the filter's hyperparameters (as :func:`forecast_series` does) and the
+    forecast averages ``num_draws`` of them: each draw's forecaster (its filter on the last
+    :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``) forecasts the future and the
+    calibration origins; the scores are then |error| / scale, with the scale the spread of the draws' forecasts
+    and their noise, so the band is wider where the draws disagree.
+
     Args:
         y: (T,) or (T, d) NumPy array, or a pandas Series or DataFrame; a ``DatetimeIndex`` (with a frequency that
             pandas can infer) or ``PeriodIndex`` is continued into ``index``.
@@ -100,6 +113,15 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         lags: ``"auto"`` or an explicit lag set such as ``(1, 2, 12)``.
         season: seasonal period for the automatic lags; default from the autocorrelation of the differences.
         n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).
+        bayesian: average over NUTS draws of the filter's hyperparameters.
+        key: PRNG key (needed when ``bayesian``).
+        num_chains: NUTS chains.
+        num_warmup: NUTS warm-up iterations per chain.
+        num_samples: NUTS draws per chain.
+        num_landmarks: Nystrom landmarks (observations, latents) of the sampled filters and of each draw's
+            forecaster (as many per kernel as the larger of the two; None: exact filters).
+        num_draws: posterior draws (evenly thinned) whose forecasters are averaged.
+        progress_bar: show the sampler's progress.
         rank: rank of the filters, as in :meth:`bayeskern.kbr.KernelBayesFilter.build`.
         workers: processes that score the lag designs (:func:`bayeskern.kbr.tune_forecaster`).
 
@@ -107,7 +129,8 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         ForecastAhead: ``mean`` (steps, d), ``band`` (2, steps, d), ``index``, ``to_frame()`` and the choice.
 
     Raises:
-        TypeError: for values that are not real numbers, or steps that is not an integer.
+        TypeError: for values that are not real numbers, steps that is not an integer, or a missing key with
+            ``bayesian=True``.
         ValueError: for non-finite values, steps below 1, a level outside (0, 1), a dated index without a
             frequency, or a series too short for V validation steps, a calibration block of ``steps`` and 24 fit
             steps.
@@ -124,6 +147,9 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     steps = check_count(steps, "steps")
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
+    if bayesian:
+        check_key(key)
+        num_draws = check_count(num_draws, "num_draws")
     _check_tuning_arguments(lags, workers)
     T = values.shape[0]
     index = _future_index(dates, steps)
@@ -131,24 +157,36 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     if tuning.best is None:
         warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
-                      f"{tuning.fallback} forecasts", TuningWarning, stacklevel=2)
+                      f"{tuning.fallback} forecasts" + (" (no Bayesian average: there is no filter to sample)"
+                                                       if bayesian else ""), TuningWarning, stacklevel=2)
     offset = 1 if tuning.best is None else tuning.best.design.offset
     C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
     if C < steps:
         raise ValueError(f"y of {T} steps leaves {C} calibration steps for the design {tuning.best.design}: too few "
                          f"for bands {steps} steps ahead; ask for at most {C} steps or pass a longer series")
     end = T - V                                      # calibration origins end-C .. end-1, errors inside the block
-    paths, _ = iterated_forecasts(values, tuning, end - C, np.arange(end - C, end), steps, rank=rank)
-    targets = end - C + np.arange(C)[:, None] + np.arange(steps)[None, :]                   # (C, steps)
+    origins = np.arange(end - C, end)
+    mcmc = None
+    if bayesian and tuning.best is not None:
+        run = _hyperparameter_posterior(values, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
+                                        progress_bar)
+        (paths, cal_scale), (future, future_scale, clipped) = _posterior_fans(
+            values, tuning, run.draws(), end - C, origins, steps, num_draws, num_landmarks, rank)
+        mcmc = run.diagnostics
+    else:
+        paths, _ = iterated_forecasts(values, tuning, end - C, origins, steps, rank=rank)
+        future, clipped = iterated_forecasts(values, tuning, T, [T], steps, rank=rank)
+        future, clipped = future[0], clipped[0]
+        cal_scale, future_scale = np.ones_like(paths), np.ones_like(future)
+    targets = origins[:, None] + np.arange(steps)[None, :]                                 # (C, steps)
     inside = targets < end
-    errors = np.abs(values[np.minimum(targets, end - 1)] - paths)                          # (C, steps, d)
-    future, clipped = iterated_forecasts(values, tuning, T, [T], steps, rank=rank)
-    mean, clipped = future[0], clipped[0]
+    scores = np.abs(values[np.minimum(targets, end - 1)] - paths) / cal_scale             # (C, steps, d)
     d = values.shape[1]
-    half, widened = np.empty((steps, d)), np.zeros((steps, d), bool)
+    q, widened = np.empty((steps, d)), np.zeros((steps, d), bool)
     for h in range(steps):
         for j in range(d):
-            half[h, j], widened[h, j] = _conformal_quantile(np.sort(errors[inside[:, h], h, j]), 1 - level, level)
+            q[h, j], widened[h, j] = _conformal_quantile(np.sort(scores[inside[:, h], h, j]), 1 - level, level)
+    mean, half = future, q * future_scale
     if widened.any():
         first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
         warnings.warn(f"from horizon {first} on, the {C - first + 1} or fewer calibration errors per horizon are too "
@@ -159,7 +197,28 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
                       f"{(np.flatnonzero(clipped) + 1).tolist()} and was clipped to it", ReadoutWarning, stacklevel=2)
     design = None if tuning.best is None else tuning.best.design
     return ForecastAhead(mean, np.stack([mean - half, mean + half]), index, columns, level, design, tuning.fallback,
-                         tuning, inside.sum(axis=0), widened, clipped, time.perf_counter() - start)
+                         tuning, inside.sum(axis=0), widened, clipped, mcmc, time.perf_counter() - start)
+
+
+def _posterior_fans(values, tuning, draws, cal_fit_end, origins, steps, num_draws, num_landmarks, rank):
+    """The draws' forecasters averaged: ((calibration means (C, steps, d), scales (C, steps, d)), (future means
+    (steps, d), scales (steps, d), clipped (steps,))); a scale is the draws' spread and their mean noise sd."""
+    T = values.shape[0]
+    total = np.asarray(draws["log_s"]).shape[0]
+    chosen = np.unique(np.linspace(0, total - 1, min(num_draws, total)).round().astype(int))
+    hyper = np.exp(np.stack([np.asarray(draws[k])[chosen] for k in ("log_cx", "log_cz", "log_lam", "log_eta")], 1))
+    noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])[chosen])) * _location_scale(values)[1] ** 2
+    refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
+    cal, fut, clipped = [], [], np.zeros(steps, bool)
+    for c_x, c_z, lam, eta in hyper:
+        fit = dict(rank=refit_rank, hyper=(c_x, c_z, lam, eta), max_fit=FORECAST_MAX_FIT)
+        cal.append(iterated_forecasts(values, tuning, cal_fit_end, origins, steps, **fit)[0])
+        path, flags = iterated_forecasts(values, tuning, T, [T], steps, **fit)
+        fut.append(path[0])
+        clipped |= flags[0]
+    cal, fut = np.array(cal), np.array(fut)
+    return ((cal.mean(axis=0), np.sqrt(cal.var(axis=0) + noise)),
+            (fut.mean(axis=0), np.sqrt(fut.var(axis=0) + noise), clipped))
 
 
 def _unpack(y):

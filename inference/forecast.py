@@ -183,15 +183,8 @@ def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samp
     T, d = y_train.shape
     centre, sd = _location_scale(y_train)
     s = _standardised(y_train, np.concatenate([y_train, y_test]))
-    X, Z, _, _ = _design_rows(s[:T], b.design)
-    R, _ = _residual_latents(X, Z, T - V - b.design.offset)
-    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
-    init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
-            "log_s": 0.5 * jnp.log(b.mse)}
-    run = run_nuts(kbf_hyper_model, split, key=keys[0], num_chains=num_chains, num_warmup=num_warmup,
-                   num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
-                   chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05,
-                   min_ess=1)
+    run = _hyperparameter_posterior(y_train, tuning, keys[0], num_chains, num_warmup, num_samples, num_landmarks,
+                                   progress_bar)
     draws = run.draws()
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
     end = T - V
@@ -199,6 +192,24 @@ def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samp
     calibration = np.abs(s[end - C: end] - cal_mean) / cal_sd
     mean_s, sd_s, clipped = _posterior_forecasts(draws, s, b.design, T, keys[2], refit_rank)
     return mean_s * sd + centre, sd_s * sd, clipped, calibration, run.diagnostics
+
+
+def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
+                             progress_bar):
+    """NUTS over the filter's hyperparameters (c_x, c_z, lam, eta, s) for the design ``tuning`` chose, on the series
+    standardised on y_train (the model's filters on the last FORECAST_MAX_FIT fit steps, low rank on
+    ``num_landmarks``, scored on the validation steps), started at the validated choice: the MCMCResult."""
+    b, V = tuning.best, tuning.num_validation
+    T = y_train.shape[0]
+    X, Z, _, _ = _design_rows(_standardised(y_train, y_train), b.design)
+    R, _ = _residual_latents(X, Z, T - V - b.design.offset)
+    split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
+    init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
+            "log_s": 0.5 * jnp.log(b.mse)}
+    return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
+                    num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
+                    chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05,
+                    min_ess=1)
 
 
 def _posterior_forecasts(draws, s, design, fit_end, key, rank):

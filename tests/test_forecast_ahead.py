@@ -2,6 +2,7 @@
 
 import json
 
+import jax
 import numpy as np
 import pandas as pd
 import pytest
@@ -167,3 +168,23 @@ def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv,
     assert main(["forecast", str(tmp_path / "d.csv"), *argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_horizon(monkeypatch):
+    """NUTS samples the hyperparameters; each of num_draws draws' forecasters (built with that draw's bandwidths and
+    ridges, low rank on the landmarks) forecasts the calibration origins and the future; the mean averages them."""
+    import bayeskern.inference.ahead as ahead
+
+    built = []
+    iterate = ahead.iterated_forecasts
+    monkeypatch.setattr(ahead, "iterated_forecasts", lambda *a, **k: built.append(k.get("hyper")) or iterate(*a, **k))
+    y = 5.0 + sine_map(150, seed=8)
+    fc = forecast_ahead(y, 4, bayesian=True, key=jax.random.key(0), lags=(1,), n_val=25, num_chains=1,
+                        num_warmup=30, num_samples=30, num_landmarks=(6, 10), num_draws=5, workers=1)
+    assert fc.mcmc is not None and fc.mean.shape == (4, 1) and np.all(np.isfinite(fc.band))
+    assert len(built) == 10 and all(h is not None and len(h) == 4 and min(h) > 0 for h in built)
+    assert np.all(fc.band[0] < fc.mean) and np.all(fc.mean < fc.band[1])
+    plain = forecast_ahead(y, 4, lags=(1,), n_val=25, workers=1)
+    assert np.max(np.abs(fc.mean - plain.mean)) < 1.0   # the same design, averaged over nearby hyperparameters
+    with pytest.raises(TypeError, match="key"):
+        forecast_ahead(y, 4, bayesian=True)

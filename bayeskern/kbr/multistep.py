@@ -8,14 +8,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .filter import ETA_GRID, _observations, _step, _uniform_weights
-from .forecast import ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _standardised
+from ..kernels.heuristics import median_heuristic
+from .filter import ETA_GRID, KernelBayesFilter, _observations, _step, _uniform_weights, _widened_range
+from .forecast import (ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _residual_latents,
+                       _standardised)
 
 __all__ = ["iterated_forecasts"]
 
 
 def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon: int, *, rank="auto",
-                       burn_in: int = 20):
+                       burn_in: int = 20, hyper=None, max_fit: int | None = None):
     """Forecasts of y at steps o, o + 1, ..., o + horizon - 1 from each origin o, using y before o only.
 
     The forecaster chosen by ``tuning`` is fitted on y[:fit_end] (standardised on it, as
@@ -36,6 +38,11 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
         horizon: steps forecast from each origin, >= 1.
         rank: the filter's rank.
         burn_in: fit steps the filter runs over before the first origin.
+        hyper: (c_x, c_z, lam, eta), e.g. a posterior draw of :func:`bayeskern.models.kbf_hyper_model`: the filter
+            is built with bandwidths c_x and c_z times the medians of its fit observations and residual latents
+            and these ridges, instead of the tuning's c and lam with eta by leave-one-out.
+        max_fit: with ``hyper``, the filter is built on at most this many (the last) fit rows, as the model's
+            filters are (the autoregression still on all of them).
 
     Returns:
         (paths (O, horizon, d) in the units of y, clipped (O, horizon) bool).
@@ -51,7 +58,16 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
     s = _standardised(y[:fit_end], y)
     X, Z, _, offset = _design_rows(s, b.design)
     n_fit = fit_end - offset
-    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, rank)
+    if hyper is None:
+        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, rank)
+    else:
+        c_x, c_z, lam, eta = hyper
+        R, ar = _residual_latents(X[:n_fit], Z[:n_fit], n_fit)
+        first = 0 if max_fit is None else max(0, n_fit - max_fit)
+        X_fit, R_fit = X[first:n_fit], R[first:]
+        kbf = KernelBayesFilter.build(X_fit, R_fit, c_x * median_heuristic(X_fit), c_z * median_heuristic(R_fit),
+                                      lam, eta, rank=rank)
+        low, high = (np.asarray(v) for v in _widened_range(R_fit[:, :y.shape[1]]))
     run_start = max(0, n_fit - burn_in)
     if origins.min() - offset < run_start or origins.max() > y.shape[0]:
         raise ValueError(f"origins must lie in [{run_start + offset}, {y.shape[0]}], got {origins.min()} to "
