@@ -162,8 +162,9 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     offset = 1 if tuning.best is None else tuning.best.design.offset
     C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
     if C < steps:
-        raise ValueError(f"y of {T} steps leaves {C} calibration steps for the design {tuning.best.design}: too few "
-                         f"for bands {steps} steps ahead; ask for at most {C} steps or pass a longer series")
+        chosen = tuning.fallback if tuning.best is None else f"lags {tuning.best.design.lags}"
+        raise ValueError(f"y of {T} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "
+                         f"steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
     end = T - V                                      # calibration origins end-C .. end-1, errors inside the block
     origins = np.arange(end - C, end)
     mcmc = None

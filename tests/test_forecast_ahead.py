@@ -188,3 +188,11 @@ def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_ho
     assert np.max(np.abs(fc.mean - plain.mean)) < 1.0   # the same design, averaged over nearby hyperparameters
     with pytest.raises(TypeError, match="key"):
         forecast_ahead(y, 4, bayesian=True)
+
+
+def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
+    """y of 80 steps, V = 20, 30 steps ahead: T >= V + steps + 24 holds but lags up to 8 leave fewer than 30
+    calibration steps."""
+    y = 5.0 + sine_map(80, seed=9)
+    with pytest.raises(ValueError, match="y of 80 steps leaves .* calibration steps for lags .1, 2, 3, 4, 5, 6, 7, 8."):
+        forecast_ahead(y, 30, lags=(1, 2, 3, 4, 5, 6, 7, 8), n_val=20, workers=1)
