@@ -1,4 +1,5 @@
-"""One-step-ahead forecasting of real series: the kernel Bayes forecaster against statsmodels' AR, SARIMAX and UC.
+"""Forecasting real series: the kernel Bayes forecaster against statsmodels' AR, SARIMAX, UC and ETS, one step and
+1-12 steps ahead (--horizons).
 
 Panel: series shipped inside statsmodels (nothing is downloaded), the last 20 % of each held out. For every series:
 
@@ -9,10 +10,13 @@ Panel: series shipped inside statsmodels (nothing is downloaded), the last 20 % 
   (1, 0, 1, s) part when the series has a season s (monthly series: 12), its 90 % interval;
 - UnobservedComponents: the basic structural model (local linear trend, a stochastic seasonal of period s where
   the series has one) with an AR(2) cycle, its 90 % interval;
+- ETS (additive error, damped additive trend, an additive season of period s where the series has one), its 90 %
+  interval;
 - persistence (y_t forecast by y_{t-1}).
 
-Printed per series: RMSE relative to AR, coverage of the 90 % bands on the test steps, seconds; then the summary
-the acceptance reads (mean coverage, share of series with RMSE <= 1.05 x AR). Needs the ``examples`` extra.
+Printed per series: RMSE relative to AR, coverage of the 90 % bands on the test steps (an infinite band counts as a
+miss), the median band width relative to AR's interval, seconds; then the summary the acceptance reads (mean
+coverage, widths, share of series with RMSE <= 1.05 x AR). Needs the ``examples`` extra.
 
 Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ...] [--out benchmarks-out]
      python benchmarks/bench_forecast.py --n-val-sweep [--series ...]   (validation sizes 30, 49, 60, 100)
