@@ -161,6 +161,7 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
     ([], "name the one to forecast"),
     (["--column", "visitors", "--lags", "1,x"], "--lags must be"),
     (["--column", "visitors", "--steps", "0"], "--steps must be >= 1"),
+    (["--column", "visitors", "--validation", "2"], "--validation must be at most half the series"),
 ])
 def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv, message, capsys):
     pd.DataFrame({"month": ["2000-01-01", "2000-02-01", "2000-03-01"], "visitors": [1.0, 2.0, 3.0],

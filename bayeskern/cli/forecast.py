@@ -16,6 +16,8 @@ def _run(args):
     from bayeskern.inference import forecast_ahead
 
     series = _read_series(args.data, args.column, args.date)
+    check(args.validation is None or args.validation <= series.shape[0] // 2,
+          f"--validation must be at most half the series ({series.shape[0] // 2} of {series.shape[0]} steps)")
     report(f"read {series.shape[0]} values of {series.name!r}"
            + (f", {_label(series.index[0])} to {_label(series.index[-1])}" if _dated(series) else "")
            + f"; tuning the forecaster and calibrating {args.steps} horizons")
