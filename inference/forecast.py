@@ -69,6 +69,7 @@ class CalibrationWarning(UserWarning):
 
 
 _MIN_CALIBRATION = 10   # the fewest calibration steps a training series must leave room for
+_MIN_CALIBRATION_FIT = 12   # the fewest rows the calibration filter is fitted on (eta's leave-one-out needs 11)
 
 
 def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto", bayesian: bool = False,
@@ -148,7 +149,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     T = y_train.shape[0]
     V = _validation_size(T, n_val, "y_train", reserve=_MIN_CALIBRATION)
     tuning = tune_forecaster(y_train, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
-    C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION)
+    C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION_FIT)
     if tuning.best is None:
         warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
                       f"{tuning.fallback} forecasts" + (" (no Bayesian average: there is no filter to sample)"

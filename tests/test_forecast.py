@@ -403,3 +403,19 @@ def test_read_outs_out_of_the_training_range_are_clipped_and_flagged(monkeypatch
     plain, _ = _forecast_path(y[:130, None], y[130:, None], tuning)
     np.testing.assert_allclose(np.delete(forecast_values, 25, 0), np.delete(plain, 25, 0))
     assert forecast_values[25, 0] > plain[25, 0]
+
+
+def test_the_calibration_filter_keeps_enough_rows_for_the_longest_admissible_lags():
+    """54 training steps, V = 20, lags 1-10 in differences (offset 11, the most the tuning admits): the calibration
+    block shrinks so that its filter keeps the rows eta's leave-one-out needs."""
+    from bayeskern.inference.forecast import _MIN_CALIBRATION_FIT
+    from bayeskern.kbr.forecast import Candidate, ForecastDesign, _calibration_errors, _calibration_size
+
+    rng = np.random.default_rng(0)
+    y = np.sin(np.arange(54) * 0.7)[:, None] + 0.1 * rng.standard_normal((54, 1))
+    tuning = tune_forecaster(y, lags=(1,), n_val=20, **FAST)
+    tuning = tuning._replace(best=Candidate(ForecastDesign(tuple(range(1, 11)), True), 1.0, 1e-3, 1e-3, 0.1, True))
+    C = _calibration_size(54, tuning, min_fit=_MIN_CALIBRATION_FIT)
+    assert C == 54 - 20 - 11 - 12 == 11
+    errors = _calibration_errors(y, tuning, C)
+    assert errors.shape == (11, 1) and np.all(np.isfinite(errors))
