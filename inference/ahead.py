@@ -8,14 +8,13 @@ import numpy as np
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_count, check_key
-from bayeskern.kbr.filter import ReadoutWarning, TuningWarning
 from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series,
                                     _check_tuning_arguments, _conformal_quantile, _location_scale, _MIN_FIT_STEPS,
                                     _validation_size, tune_forecaster)
 from bayeskern.kbr.multistep import iterated_forecasts
 
 from .diagnostics import Diagnostics
-from .forecast import CalibrationWarning, _hyperparameter_posterior
+from .forecast import CalibrationWarning, _hyperparameter_posterior, _warn_clipped, _warn_fallback
 
 __all__ = ["ForecastAhead", "forecast_ahead"]
 
@@ -155,10 +154,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     index = _future_index(dates, steps)
     V = _validation_size(T, n_val, "y", reserve=steps)
     tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
-    if tuning.best is None:
-        warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
-                      f"{tuning.fallback} forecasts" + (" (no Bayesian average: there is no filter to sample)"
-                                                       if bayesian else ""), TuningWarning, stacklevel=2)
+    _warn_fallback(tuning, bayesian)
     offset = 1 if tuning.best is None else tuning.best.design.offset
     C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
     if C < steps:
@@ -193,9 +189,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         warnings.warn(f"from horizon {first} on, the {C - first + 1} or fewer calibration errors per horizon are too "
                       f"few for level {level}: those bands follow the tail rule (see widened)", CalibrationWarning,
                       stacklevel=2)
-    if clipped.any():
-        warnings.warn(f"the filter's read-out left the training range at future steps "
-                      f"{(np.flatnonzero(clipped) + 1).tolist()} and was clipped to it", ReadoutWarning, stacklevel=2)
+    _warn_clipped(clipped, "future")
     design = None if tuning.best is None else tuning.best.design
     return ForecastAhead(mean, np.stack([mean - half, mean + half]), index, columns, level, design, tuning.fallback,
                          tuning, inside.sum(axis=0), widened, clipped, mcmc, time.perf_counter() - start)

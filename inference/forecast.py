@@ -150,10 +150,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     V = _validation_size(T, n_val, "y_train", reserve=_MIN_CALIBRATION)
     tuning = tune_forecaster(y_train, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION_FIT)
-    if tuning.best is None:
-        warnings.warn(f"no filter beat both persistence and the training mean on the {V} validation steps: "
-                      f"{tuning.fallback} forecasts" + (" (no Bayesian average: there is no filter to sample)"
-                                                       if bayesian else ""), TuningWarning, stacklevel=2)
+    _warn_fallback(tuning, bayesian)
     if bayesian and tuning.best is not None:
         keys = jax.random.split(key, 3)
         mean, scale, clipped, calibration, diagnostics = _bayesian(
@@ -162,10 +159,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         mean, clipped = _forecast_path(y_train, y_test, tuning, rank=rank)
         calibration = np.abs(_calibration_errors(y_train, tuning, C, rank=rank))
         scale, diagnostics = np.ones_like(mean), None
-    if clipped.any():
-        steps = np.flatnonzero(clipped)
-        warnings.warn(f"the filter's read-out left the training range at {steps.size} of {clipped.size} test steps "
-                      f"(first: {steps[:10].tolist()}) and was clipped to it", ReadoutWarning, stacklevel=2)
+    _warn_clipped(clipped, "test")
     conformal = conformal_band(mean, scale, calibration, y_test - mean, level, gamma=gamma)
     if math.ceil((C + 1) * level) > C:   # (the adaptation alone reaches the tail rule too: flagged, not warned)
         warnings.warn(f"{C} calibration scores support a band of level at most {C / (C + 1):.3f}, not {level}: "
@@ -174,6 +168,23 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     design = None if tuning.best is None else tuning.best.design
     return Forecast(mean, conformal.band, level, design, tuning.fallback, tuning, scale, calibration, clipped,
                     conformal.widened, diagnostics, time.perf_counter() - start)
+
+
+def _warn_fallback(tuning, bayesian: bool) -> None:
+    """The TuningWarning of a baseline forecaster (the caller's caller is warned)."""
+    if tuning.best is None:
+        warnings.warn(f"no filter beat both persistence and the training mean on the {tuning.num_validation} "
+                      f"validation steps: {tuning.fallback} forecasts"
+                      + (" (no Bayesian average: there is no filter to sample)" if bayesian else ""),
+                      TuningWarning, stacklevel=3)
+
+
+def _warn_clipped(clipped, kind: str) -> None:
+    """The ReadoutWarning of read-outs clipped at some steps (numbered from 1 for future steps)."""
+    if clipped.any():
+        steps = np.flatnonzero(clipped) + (kind == "future")
+        warnings.warn(f"the filter's read-out left the training range at {steps.size} of {clipped.size} {kind} "
+                      f"steps (first: {steps[:10].tolist()}) and was clipped to it", ReadoutWarning, stacklevel=3)
 
 
 def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar,

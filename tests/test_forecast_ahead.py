@@ -9,20 +9,12 @@ import pytest
 
 from bayeskern.cli import main
 from bayeskern.inference import CalibrationWarning, forecast_ahead
-from bayeskern.kbr import ETA_GRID, ForecastDesign
+from bayeskern.kbr import ForecastDesign
 from bayeskern.kbr.forecast import (_build_filter, _design_rows, _forecast_path, _location_scale, _standardised,
                                     tune_forecaster)
 from bayeskern.kbr.multistep import iterated_forecasts
+from test_forecast import FAST, nonlinear_ar
 
-FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
-
-
-def sine_map(T, seed, noise=0.3):
-    rng = np.random.default_rng(seed)
-    y = np.zeros(T)
-    for t in range(1, T):
-        y[t] = 2.0 * np.sin(1.5 * y[t - 1]) + noise * rng.standard_normal()
-    return y
 
 
 @pytest.mark.parametrize("difference", [False, True])
@@ -30,7 +22,7 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     """Horizon 1 is the one-step forecaster. Beyond it, by hand with the public streaming filter: the lags hold the
     forecasts, the residual is read from the predictive embedding carried by the transition (no update on
     forecast lags), for levels and for differences."""
-    y = (5.0 + sine_map(220, seed=1))[:, None]
+    y = (5.0 + nonlinear_ar(220, seed=1))[:, None]
     tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
     b = tuning.best._replace(design=ForecastDesign((1, 2), difference))
     chosen = tuning._replace(best=b)
@@ -42,7 +34,7 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     centre, scale = _location_scale(y[:180])
     X, Z, _, offset = _design_rows(s, b.design)
     n_fit = 180 - offset
-    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, "auto")
+    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, "auto")
     o = 190
     state = kbf.initial_state()
     for row in range(n_fit - 20, o - offset + 1):          # the burn-in, then the observed lags of step o
@@ -90,8 +82,8 @@ def test_forecast_ahead_gives_finite_bands_per_horizon_that_widen_on_a_random_wa
 
 
 def test_forecast_ahead_bands_cover_about_their_level_at_every_horizon():
-    """20 AR(1) series, the next 6 steps each: coverage per horizon near 0.9 (120 checks per horizon pooled over
-    horizons 1-2, 3-4, 5-6: MC s.e. about 0.02 each)."""
+    """20 AR(1) series, the next 6 steps each: coverage near 0.9 for horizons 1-2, 3-4 and 5-6 (40 checks each:
+    binomial s.e. about 0.05)."""
     hits = []
     for seed in range(20):
         rng = np.random.default_rng(100 + seed)
@@ -106,7 +98,7 @@ def test_forecast_ahead_bands_cover_about_their_level_at_every_horizon():
 
 
 def test_dates_of_a_pandas_series_are_continued_at_their_frequency():
-    y = 10 + sine_map(150, seed=4)
+    y = 10 + nonlinear_ar(150, seed=4)
     monthly = pd.Series(y, index=pd.date_range("2010-01-01", periods=150, freq="MS"), name="sales")
     fc = forecast_ahead(monthly, 12, lags=(1,), workers=1)
     assert list(fc.index) == list(pd.date_range("2022-07-01", periods=12, freq="MS"))
@@ -125,7 +117,7 @@ def test_dates_of_a_pandas_series_are_continued_at_their_frequency():
 
 
 def test_forecast_ahead_refuses_bad_input_and_warns_when_the_calibration_is_thin():
-    y = sine_map(120, seed=5)
+    y = nonlinear_ar(120, seed=5)
     with pytest.raises(ValueError, match="steps must be >= 1"):
         forecast_ahead(y, 0)
     with pytest.raises(ValueError, match="level must lie in"):
@@ -138,7 +130,7 @@ def test_forecast_ahead_refuses_bad_input_and_warns_when_the_calibration_is_thin
 
 
 def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(tmp_path):
-    y = 50 + 3 * sine_map(140, seed=6)
+    y = 50 + 3 * nonlinear_ar(140, seed=6)
     dates = pd.date_range("2000-01-01", periods=140, freq="MS").strftime("%Y-%m-%d")
     pd.DataFrame({"month": dates, "visitors": y, "flag": np.arange(140) % 2}).to_csv(tmp_path / "d.csv", index=False)
     argv = ["forecast", str(tmp_path / "d.csv"), "--column", "visitors", "--steps", "6", "--lags", "1",
@@ -179,7 +171,7 @@ def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_ho
     built = []
     iterate = ahead.iterated_forecasts
     monkeypatch.setattr(ahead, "iterated_forecasts", lambda *a, **k: built.append(k.get("hyper")) or iterate(*a, **k))
-    y = 5.0 + sine_map(150, seed=8)
+    y = 5.0 + nonlinear_ar(150, seed=8)
     fc = forecast_ahead(y, 4, bayesian=True, key=jax.random.key(0), lags=(1,), n_val=25, num_chains=1,
                         num_warmup=30, num_samples=30, num_landmarks=(6, 10), num_draws=5, workers=1)
     assert fc.mcmc is not None and fc.mean.shape == (4, 1) and np.all(np.isfinite(fc.band))
@@ -194,6 +186,6 @@ def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_ho
 def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
     """y of 80 steps, V = 20, 30 steps ahead: T >= V + steps + 24 holds but lags up to 8 leave fewer than 30
     calibration steps."""
-    y = 5.0 + sine_map(80, seed=9)
+    y = 5.0 + nonlinear_ar(80, seed=9)
     with pytest.raises(ValueError, match="y of 80 steps leaves .* calibration steps for lags .1, 2, 3, 4, 5, 6, 7, 8."):
         forecast_ahead(y, 30, lags=(1, 2, 3, 4, 5, 6, 7, 8), n_val=20, workers=1)

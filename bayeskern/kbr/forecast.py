@@ -257,18 +257,31 @@ def _residual_latents(X, Z, rows):
     return np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar
 
 
-def _build_filter(X, Z, c, lam, eta_grid, rank):
-    """The forecaster's filter on the fit rows (X, Z): built on (X, R) with R the autoregression's residual latents,
-    bandwidths c x median, eta by leave-one-out.
+def _build_filter(X, Z, c, lam, rank, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=None):
+    """The forecaster's filter on the fit rows (X, Z): the autoregression fitted on every row, the filter built on
+    (X, R), R the residual latents, with bandwidths c (observations) and c_z (latents; default c) times the medians.
+
+    Args:
+        X: (n, k) lag vectors of the fit rows.
+        Z: (n, d + k) their latents.
+        c: bandwidth multiplier of the observations.
+        lam: KBR ridge.
+        rank: the filter's rank.
+        eta_grid: KuLSIF ridges scored by leave-one-out when ``eta`` is None.
+        c_z: bandwidth multiplier of the residual latents (default c).
+        eta: a given KuLSIF ridge (e.g. a posterior draw's).
+        window: build the filter on the last this many rows only (the autoregression still on all).
 
     Returns:
-        (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the training residuals
-        widened by ``RANGE_MARGIN``, and eta.
+        (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the filter's training
+        residuals widened by ``RANGE_MARGIN``, and eta.
     """
     d = Z.shape[1] - X.shape[1]
     R, ar = _residual_latents(X, Z, X.shape[0])
-    sigma_z = c * median_heuristic(R)
-    eta = _loo_eta(R, sigma_z, eta_grid, 20, 10)
+    first = 0 if window is None else max(0, X.shape[0] - window)
+    X, R = X[first:], R[first:]
+    sigma_z = (c if c_z is None else c_z) * median_heuristic(R)
+    eta = _loo_eta(R, sigma_z, eta_grid, 20, 10) if eta is None else eta
     kbf = KernelBayesFilter.build(X, R, c * median_heuristic(X), sigma_z, lam, eta, rank=rank)
     return kbf, ar, tuple(np.asarray(b) for b in _widened_range(R[:, :d])), eta
 
@@ -283,7 +296,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
         low and high (d,) bound the training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
-    base, ar, bounds, eta = _build_filter(X, Z, c, min(lams), eta_grid, rank)
+    base, ar, bounds, eta = _build_filter(X, Z, c, min(lams), rank, eta_grid=eta_grid)
     readouts = []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))

@@ -8,10 +8,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kernels.heuristics import median_heuristic
-from .filter import ETA_GRID, KernelBayesFilter, _observations, _step, _uniform_weights, _widened_range
-from .forecast import (ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _residual_latents,
-                       _standardised)
+from .filter import _observations, _step, _uniform_weights
+from .forecast import ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _standardised
 
 __all__ = ["iterated_forecasts"]
 
@@ -59,15 +57,11 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
     X, Z, _, offset = _design_rows(s, b.design)
     n_fit = fit_end - offset
     if hyper is None:
-        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, ETA_GRID, rank)
+        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, rank)
     else:
         c_x, c_z, lam, eta = hyper
-        R, ar = _residual_latents(X[:n_fit], Z[:n_fit], n_fit)
-        first = 0 if max_fit is None else max(0, n_fit - max_fit)
-        X_fit, R_fit = X[first:n_fit], R[first:]
-        kbf = KernelBayesFilter.build(X_fit, R_fit, c_x * median_heuristic(X_fit), c_z * median_heuristic(R_fit),
-                                      lam, eta, rank=rank)
-        low, high = (np.asarray(v) for v in _widened_range(R_fit[:, :y.shape[1]]))
+        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], c_x, lam, rank, c_z=c_z, eta=eta,
+                                                window=max_fit)
     run_start = max(0, n_fit - burn_in)
     if origins.min() - offset < run_start or origins.max() > y.shape[0]:
         raise ValueError(f"origins must lie in [{run_start + offset}, {y.shape[0]}], got {origins.min()} to "
