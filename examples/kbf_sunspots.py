@@ -69,8 +69,7 @@ def main(out, *, test_years=60, bayesian=False, seed=0):
         forecasts[name], bands[name] = to_counts(fc.mean[:, 0]), to_counts(fc.band[:, :, 0])
         coverages[name] = float(np.mean((y_test >= fc.band[0, :, 0]) & (y_test <= fc.band[1, :, 0])))
         t = fc.tuning
-        chosen = (f"lags {fc.design.lags}, {'differences' if fc.design.difference else 'levels'}, "
-                  f"c = {t.best.c}, lam = {t.best.lam}" if fc.design else f"baseline: {t.fallback}")
+        chosen = (f"{fc.design.label}, c = {t.best.c}, lam = {t.best.lam}" if fc.design else f"baseline: {t.fallback}")
         print(f"{name}: {chosen}; {fc.seconds:.1f} s"
               + (f"; NUTS max R-hat {fc.mcmc.max_rhat:.3f}" if fc.mcmc is not None else ""), flush=True)
     with warnings.catch_warnings():

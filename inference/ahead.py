@@ -158,7 +158,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     offset = 1 if tuning.best is None else tuning.best.design.offset
     C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
     if C < steps:
-        chosen = tuning.fallback if tuning.best is None else f"lags {tuning.best.design.lags}"
+        chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
         raise ValueError(f"y of {T} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "
                          f"steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
     end = T - V                                      # calibration origins end-C .. end-1, errors inside the block

@@ -10,8 +10,8 @@ import pytest
 
 from bayeskern import kbr
 from bayeskern.inference import CalibrationWarning, forecast_series
-from bayeskern.kbr.forecast import (ForecastTuning, _aic_order, _designs, _forecast_path, _standardised,
-                                    conformal_band, lag_design, seasonal_period, tune_forecaster)
+from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _aic_order, _design_rows, _designs, _forecast_path,
+                                    _standardised, conformal_band, lag_design, seasonal_period, tune_forecaster)
 
 FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
 
@@ -61,6 +61,33 @@ def test_seasonal_period_finds_a_monthly_season_and_none_in_noise():
     assert seasonal_period(seasonal[:10], 40) is None  # too short for any period >= 4
 
 
+def test_seasonal_period_is_the_shortest_period_not_a_multiple_of_it():
+    """Here the differences' autocorrelation peaks highest at 24 by chance; 12 is the period."""
+    t = np.arange(150)
+    y = 3 * np.sin(2 * np.pi * t / 12) + np.random.default_rng(1).standard_normal(150)
+    u = np.diff(y) - np.diff(y).mean()
+    acf = np.array([np.sum(u[s:] * u[:-s]) / np.sum(u**2) for s in range(1, 38)])
+    assert np.argmax(acf[3:]) + 4 == 24
+    assert seasonal_period(y, 37) == 12
+
+
+@pytest.mark.parametrize("difference, seasonal", [(False, 0), (True, 0), (False, 12), (True, 12)])
+def test_design_rows_rebuild_the_series_from_its_differences(difference, seasonal):
+    """u = (1 - B)^a (1 - B^s)^b y, each forecast step's base = y_t - u_t from earlier values only, and the rows
+    start at the design's offset."""
+    y = np.random.default_rng(4).standard_normal((80, 2)).cumsum(axis=0)
+    design = ForecastDesign((1, 3), difference, seasonal)
+    X, Z, base, offset = _design_rows(y, design)
+    u = np.diff(y, axis=0, prepend=np.nan) if difference else y.copy()
+    if seasonal:
+        u = np.concatenate([np.full((seasonal, 2), np.nan), u[seasonal:] - u[:-seasonal]])
+    assert offset == 3 + int(difference) + seasonal and X.shape == (80 - offset, 4)
+    np.testing.assert_allclose(Z[:, :2], u[offset:], atol=1e-12)
+    np.testing.assert_allclose(X, np.hstack([u[offset - 1: -1], u[offset - 3: -3]]), atol=1e-12)
+    np.testing.assert_allclose(base + Z[:, :2], y[offset:], atol=1e-12)
+    assert ForecastDesign((1, 2), True, 12).label == "lags 1-2, first and seasonal (12) differences"
+
+
 def test_aic_order_recovers_an_ar2():
     rng = np.random.default_rng(1)
     y = np.zeros(3000)
@@ -75,8 +102,20 @@ def test_automatic_designs_include_the_season_and_both_transforms():
     designs = _designs(y, "auto", None, None)
     lag_sets = {d.lags for d in designs}
     assert (1, 2, 12) in lag_sets and (1, 2, 11, 12, 13) in lag_sets
-    assert {d.difference for d in designs} == {False, True}
+    assert {(d.difference, d.seasonal) for d in designs} == {(False, 0), (True, 0), (False, 12), (True, 12)}
     assert all(max(lags) <= 13 for lags in lag_sets)
+
+
+def test_seasonal_lags_need_four_seasons_and_runs_of_lags_ten_steps_per_lag():
+    """Ten years of monthly data before validation offer lags 12 and 13 (a quarter of the steps) but runs of
+    consecutive lags only up to 10 (a tenth); four years offer no seasonal lag, though still seasonal differences."""
+    y = np.sin(2 * np.pi * np.arange(100) / 12)[:, None]
+    lag_sets = {d.lags for d in _designs(y, "auto", 12, None)}
+    assert {(1, 2, 12), (1, 2, 11, 12, 13)} <= lag_sets
+    assert max(max(lags) for lags in lag_sets if lags == tuple(range(1, max(lags) + 1))) <= 10
+    short = _designs(y[:48], "auto", 12, None)
+    assert all(max(d.lags) <= 4 for d in short) and {d.seasonal for d in short} == {0, 12}
+    assert all(max(d.lags) <= 6 for d in _designs(y, "auto", 12, 6))   # an explicit max_lag caps both
 
 
 def test_conformal_band_is_the_rank_quantile_of_the_known_scores():

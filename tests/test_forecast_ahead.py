@@ -17,14 +17,24 @@ from test_forecast import FAST, nonlinear_ar
 
 
 
-@pytest.mark.parametrize("difference", [False, True])
-def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_by_its_transition(difference):
+def _by_hand_base(history, difference, seasonal):
+    """y_t - u_t from the earlier values history[-1] = y_{t-1}, history[-2], ... for each transform, written out."""
+    if difference and seasonal:
+        return history[-1] + history[-seasonal] - history[-seasonal - 1]
+    if seasonal:
+        return history[-seasonal]
+    return history[-1] if difference else 0.0 * history[-1]
+
+
+@pytest.mark.parametrize("difference, seasonal", [(False, 0), (True, 0), (False, 4), (True, 4)])
+def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_by_its_transition(difference,
+                                                                                                  seasonal):
     """Horizon 1 is the one-step forecaster. Beyond it, by hand with the public streaming filter: the lags hold the
     forecasts, the residual is read from the predictive embedding carried by the transition (no update on
-    forecast lags), for levels and for differences."""
+    forecast lags), for levels, first differences, seasonal differences and both."""
     y = (5.0 + nonlinear_ar(220, seed=1))[:, None]
     tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
-    b = tuning.best._replace(design=ForecastDesign((1, 2), difference))
+    b = tuning.best._replace(design=ForecastDesign((1, 2), difference, seasonal))
     chosen = tuning._replace(best=b)
     one_step, _ = _forecast_path(y[:180], y[180:], chosen)
     paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 3)
@@ -39,15 +49,15 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     state = kbf.initial_state()
     for row in range(n_fit - 20, o - offset + 1):          # the burn-in, then the observed lags of step o
         state, mean = kbf.update(state, X[row])
-    u = np.diff(s, axis=0, prepend=np.nan) if difference else s
+    u = {t: s[t] - _by_hand_base(s[:t], difference, seasonal) for t in (o - 2, o - 1)}
     readout = np.clip(np.asarray(mean)[:1], low, high)
-    forecasts, lags_now, level = [], [u[o - 1], u[o - 2]], s[o - 1]
+    forecasts, lags_now, history = [], [u[o - 1], u[o - 2]], list(s[:o])
     weights = np.asarray(state.predicted)
     for h in range(3):
         x = np.concatenate(lags_now)
         step = ar(x[None, :])[0] + readout
-        level = level + step if difference else step
-        forecasts.append(level * scale + centre)
+        history.append(step + _by_hand_base(history, difference, seasonal))
+        forecasts.append(history[-1] * scale + centre)
         lags_now = [step, lags_now[0]]
         readout = np.clip((weights @ np.asarray(kbf.Z))[:1], low, high)
         weights = np.asarray(kbf.transition) @ weights
@@ -187,5 +197,5 @@ def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
     """y of 80 steps, V = 20, 30 steps ahead: T >= V + steps + 24 holds but lags up to 8 leave fewer than 30
     calibration steps."""
     y = 5.0 + nonlinear_ar(80, seed=9)
-    with pytest.raises(ValueError, match="y of 80 steps leaves .* calibration steps for lags .1, 2, 3, 4, 5, 6, 7, 8."):
+    with pytest.raises(ValueError, match="y of 80 steps leaves .* calibration steps for lags 1-8, levels"):
         forecast_ahead(y, 30, lags=(1, 2, 3, 4, 5, 6, 7, 8), n_val=20, workers=1)

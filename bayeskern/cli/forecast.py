@@ -40,7 +40,7 @@ def _run(args):
         series.shape[0]), "steps": args.steps, "level": args.level,
         "first_forecast": _label(frame.index[0]), "last_forecast": _label(frame.index[-1]),
         "forecaster": "kernel Bayes filter" if design else f"{fc.fallback} (no filter beat it on validation)",
-        "lags": list(design.lags) if design else None, "differences": bool(design.difference) if design else None,
+        "lags": list(design.lags) if design else None, "design": design.label if design else None,
         "validation_steps": int(fc.tuning.num_validation),
         "calibration_errors_per_horizon": fc.calibration_counts.tolist(),
         "tail_rule_horizons": (np.flatnonzero(fc.widened.any(axis=1)) + 1).tolist(),

@@ -33,20 +33,43 @@ FORECAST_MAX_FIT = 250
 class ForecastDesign(NamedTuple):
     """How a series becomes a filtering problem.
 
+    The filter models u = D y, the standardised series y differenced by D = (1 - B)^a (1 - B^s)^b, B the backshift:
+    a = 1 with ``difference``, b = 1 with ``seasonal`` = s > 0. Its forecast of u_t gives y_t = u_t + (y_t - u_t),
+    the second term a combination of earlier values.
+
     Attributes:
-        lags: the lags l whose values y_{t-l} form the observation x_t (increasing).
-        difference: whether the filter models the first differences u_t = y_t - y_{t-1} (True) or the
-            standardised levels u_t = y_t (False).
-        offset: the first step the design forecasts (its largest lag, plus one with differences).
+        lags: the lags l whose values u_{t-l} form the observation x_t (increasing).
+        difference: whether u takes first differences y_t - y_{t-1} (True) or not (False: levels, unless seasonal).
+        seasonal: the period s of a seasonal difference u_t - u_{t-s}, or 0 for none.
+        order: the differencing's reach a + s b (the earlier values it combines).
+        offset: the first step the design forecasts (its largest lag plus its differencing's order).
+        label: a short description, e.g. ``"lags (1, 2), first and seasonal (12) differences"``.
     """
 
     lags: tuple
     difference: bool
+    seasonal: int = 0
+
+    @property
+    def order(self) -> int:
+        """How many earlier values the differencing combines: 1 for first differences plus s for seasonal ones."""
+        return int(self.difference) + self.seasonal
 
     @property
     def offset(self) -> int:
-        """The largest lag, plus one when the design models first differences."""
-        return max(self.lags) + int(self.difference)
+        """The largest lag plus the differencing's order."""
+        return max(self.lags) + self.order
+
+    @property
+    def label(self) -> str:
+        """The lags and the transform in words."""
+        lags = self.lags
+        shown = f"lags 1-{lags[-1]}" if lags == tuple(range(1, lags[-1] + 1)) and len(lags) > 1 else f"lags {lags}"
+        if self.seasonal:
+            kind = f"{'first and ' if self.difference else ''}seasonal ({self.seasonal}) differences"
+        else:
+            kind = "differences" if self.difference else "levels"
+        return f"{shown}, {kind}"
 
 
 class Candidate(NamedTuple):
@@ -142,7 +165,9 @@ def lag_design(u, lags):
 
 def seasonal_period(y, max_period: int) -> int | None:
     """The seasonal period of a series: the lag s in [4, max_period] with the largest autocorrelation of the first
-    differences, when that autocorrelation is a local peak above 2 / sqrt(T) (the 95 % white-noise band).
+    differences, when that autocorrelation is a local peak above 2 / sqrt(T) (the 95 % white-noise band); or the
+    shortest divisor p >= 4 of s whose autocorrelation is such a peak too, within 2 / sqrt(T) of s's (a multiple
+    of a period is a period: noise can lift the peak at 24 of a monthly season above the one at 12).
 
     Args:
         y: (T,) or (T, d) series (the coordinates' autocorrelations are averaged).
@@ -166,9 +191,18 @@ def seasonal_period(y, max_period: int) -> int | None:
     denom = np.sum(u**2, axis=0)
     denom = np.where(denom > 0, denom, 1.0)
     acf = np.array([np.mean(np.sum(u[s:] * u[:-s], axis=0) / denom) for s in range(1, max_period + 2)])
+    band = 2 / math.sqrt(T)
+
+    def significant_peak(s):
+        return acf[s - 1] >= acf[s - 2] and acf[s - 1] >= acf[s] and acf[s - 1] > band
+
     s = int(np.argmax(acf[3:max_period])) + 4  # acf[k] is lag k + 1
-    peak = acf[s - 1] >= acf[s - 2] and acf[s - 1] >= acf[s]
-    return s if peak and acf[s - 1] > 2 / math.sqrt(T) else None
+    if not significant_peak(s):
+        return None
+    # a multiple of a period is a period too: the highest peak may sit at 2 s (monthly temperatures: 24), so the
+    # shortest divisor of it whose peak is as high, within the white-noise band, is the period
+    divisors = [s // k for k in range(s // 4, 1, -1) if s % k == 0]
+    return next((p for p in divisors if significant_peak(p) and acf[p - 1] >= acf[s - 1] - band), s)
 
 
 def _aic_order(y, max_order: int) -> int:
@@ -194,19 +228,20 @@ def _aic_order(y, max_order: int) -> int:
     return best[1]
 
 
-def _candidate_lags(season: int | None, max_lag: int, order: int | None = None) -> list:
+def _candidate_lags(season: int | None, max_order: int, max_lag: int, order: int | None = None) -> list:
     """The lag sets :func:`tune_forecaster` validates: (1..p) for p in 1, 2, 4, 8 and the AIC order up to
-    ``max_lag``, and with a season s (1, 2, s) and (1, 2, s - 1, s, s + 1) where s + 1 <= max_lag.
+    ``max_order``, and with a season s (1, 2, s) and (1, 2, s - 1, s, s + 1) where s + 1 <= ``max_lag``.
 
     Args:
         season: seasonal period, or None.
-        max_lag: the largest lag allowed.
+        max_order: the longest run of consecutive lags 1..p.
+        max_lag: the largest seasonal lag allowed.
         order: the order of the autoregression chosen by AIC (``_aic_order``), or None.
 
     Returns:
         list of lag tuples.
     """
-    orders = sorted({p for p in (1, 2, 4, 8, order or 1) if p <= max_lag})
+    orders = sorted({p for p in (1, 2, 4, 8, order or 1) if p <= max_order})
     sets = [tuple(range(1, p + 1)) for p in orders]
     if season is not None and season + 1 <= max_lag and season > 3:
         sets += [(1, 2, season), (1, 2, season - 1, season, season + 1)]
@@ -224,14 +259,32 @@ def _standardised(y_train, y):
     return (y - centre) / scale
 
 
+def _differencing(design: ForecastDesign) -> tuple:
+    """((k, c_k), ...): y_t - u_t = sum_k c_k y_{t-k} for the design's differenced series u = D y."""
+    poly = np.ones(1)                                   # coefficients of B^0, B^1, ... in D
+    if design.difference:
+        poly = np.convolve(poly, [1.0, -1.0])
+    if design.seasonal:
+        poly = np.convolve(poly, np.r_[1.0, np.zeros(design.seasonal - 1), -1.0])
+    return tuple((k, -float(c)) for k, c in enumerate(poly) if k > 0 and c != 0)
+
+
+def _differenced(s, design: ForecastDesign):
+    """(u, base): u_t (the design's differenced series) and base_t = s_t - u_t, both (T, d) with NaN at the first
+    ``design.order`` steps (where the differencing reaches before the series)."""
+    base = np.full(s.shape, np.nan) if design.order else np.zeros_like(s)
+    base[design.order:] = 0.0
+    for k, c in _differencing(design):
+        base[design.order:] += c * s[design.order - k: s.shape[0] - k]
+    return s - base, base
+
+
 def _design_rows(s, design: ForecastDesign):
     """(X, Z, base, offset): the lag design of the standardised series s (T, d); the forecast of s_t is
     base_t + (first d coordinates of the filtered mean), row r of X forecasting s at time r + offset."""
-    u = np.diff(s, axis=0) if design.difference else s
-    X, Z = lag_design(u, design.lags)
-    offset = design.offset
-    base = s[offset - 1: -1] if design.difference else np.zeros_like(s[offset:])
-    return X, Z, base, offset
+    u, base = _differenced(s, design)
+    X, Z = lag_design(u[design.order:], design.lags)
+    return X, Z, base[design.offset:], design.offset
 
 
 class _Autoregression(NamedTuple):
@@ -316,7 +369,8 @@ def _in_range(readout, bounds) -> np.ndarray:
 def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | None = None, max_lag: int | None = None,
                     burn_in: int = 20, max_fit: int = FORECAST_MAX_FIT, c_grid=FORECAST_C_GRID, lam_grid=FORECAST_LAMBDA_GRID,
                     eta_grid=ETA_GRID, rank="auto", workers: int | None = None) -> ForecastTuning:
-    """Choose lags, transform (levels or first differences) and filter hyperparameters on the last validation steps.
+    """Choose lags, transform (levels, first or seasonal differences) and filter hyperparameters on the last
+    validation steps.
 
     The series is standardised; for every design (lag set x transform) and every multiplier c the filter is built
     on the steps before the validation block (bandwidths c x median distance, the KuLSIF ridge by leave-one-out;
@@ -333,9 +387,12 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         n_val: V (at most T // 2); default min(200, max(20, T // 5)).
         lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
             a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
-        season: seasonal period for the automatic lag sets; default :func:`seasonal_period` of the fit steps.
-        max_lag: the largest automatic lag; default min(T_fit // 10, s + 1), or min(T_fit // 10, 12) without a
-            season.
+            Each lag set is validated on levels and on first differences, and with a season also on seasonal
+            differences y_t - y_{t-s} and on both (:class:`ForecastDesign`).
+        season: seasonal period of the automatic lag sets and the seasonal differences; default
+            :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
+        max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
+            season) and the seasonal sets where s + 1 <= T_fit // 4.
         burn_in: fit steps each validation run filters before the first validation step (the filter starts
             uniform).
         max_fit: the validation filters are built on at most this many (the last) fit steps: an exact filter step
@@ -539,13 +596,16 @@ def _designs(y_fit, lags, season, max_lag):
             raise ValueError(f"lags must be 'auto' or a tuple of positive integers, got {lags!r}")
         if season is None:
             season = seasonal_period(y_fit, max_period=min(T // 4, 60))
-        if max_lag is None:
-            max_lag = max(1, min(T // 10, 12 if season is None else season + 1))
-        max_lag = check_count(max_lag, "max_lag")
-        lag_sets = _candidate_lags(season, max_lag, _aic_order(_standardised(y_fit, y_fit), max_lag))
+        if max_lag is None:   # runs of lags up to a tenth of the steps; the five seasonal ones up to a quarter
+            max_order, max_lag = max(1, min(T // 10, 12 if season is None else season + 1)), T // 4
+        else:
+            max_order = max_lag = check_count(max_lag, "max_lag")
+        lag_sets = _candidate_lags(season, max_order, max_lag, _aic_order(_standardised(y_fit, y_fit), max_order))
     else:
         lag_sets = [_check_lags(lags)]
-    return [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in (False, True)]
+    seasonal = (0,) if season is None else (0, season)
+    return [ForecastDesign(lag_set, difference, s) for s in seasonal for lag_set in lag_sets
+            for difference in (False, True)]
 
 
 class ConformalBand(NamedTuple):

@@ -9,7 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .filter import _observations, _step, _uniform_weights
-from .forecast import ForecastTuning, _as_series, _build_filter, _design_rows, _location_scale, _standardised
+from .forecast import (ForecastTuning, _as_series, _build_filter, _design_rows, _differenced, _differencing,
+                       _location_scale, _standardised)
 
 __all__ = ["iterated_forecasts"]
 
@@ -67,12 +68,13 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
         raise ValueError(f"origins must lie in [{run_start + offset}, {y.shape[0]}], got {origins.min()} to "
                          f"{origins.max()}")
     weights = _predictive_weights(kbf, jnp.asarray(X[run_start: origins.max() - offset]))
-    u = np.concatenate([np.full((1, s.shape[1]), np.nan), np.diff(s, axis=0)]) if b.design.difference else s
-    p = max(b.design.lags)
+    u, _ = _differenced(s, b.design)
+    p, m = max(b.design.lags), max(1, b.design.order)
     history = np.stack([u[o - p: o][::-1] for o in origins])          # (O, p, d): u_{o-1}, ..., u_{o-p}
+    past = np.stack([s[o - m: o][::-1] for o in origins])             # (O, m, d): s_{o-1}, ..., s_{o-m}
     paths, clipped = _iterate(kbf, jnp.asarray(ar.coef), jnp.asarray(low), jnp.asarray(high),
-                              weights[origins - offset - run_start], jnp.asarray(history), jnp.asarray(s[origins - 1]),
-                              tuple(lag - 1 for lag in b.design.lags), b.design.difference, horizon)
+                              weights[origins - offset - run_start], jnp.asarray(history), jnp.asarray(past),
+                              tuple(lag - 1 for lag in b.design.lags), _differencing(b.design), horizon)
     return np.asarray(paths) * scale + centre, np.asarray(clipped)
 
 
@@ -86,34 +88,36 @@ def _predictive_weights(kbf, X_run):
     return jnp.concatenate([before, last[None]])
 
 
-@partial(jax.jit, static_argnames=("lag_index", "difference", "horizon"))
-def _iterate(kbf, coef, low, high, w_pred, history, s_last, lag_index, difference, horizon):
+@partial(jax.jit, static_argnames=("lag_index", "differencing", "horizon"))
+def _iterate(kbf, coef, low, high, w_pred, history, past, lag_index, differencing, horizon):
     """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
-    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p}; s_last (O, d) is s_{o-1}; w_pred (O, T)
-    the predictive weights before step o. Step o's lags are observed: Bayes' rule updates the embedding. Later lags
-    hold forecasts, not observations, so the embedding is only carried forward by the transition (no update on
-    values the filter made up itself); the autoregression runs on the forecast lags."""
-    d = s_last.shape[-1]
+    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p} (the differenced series); past (O, m, d)
+    holds s_{o-1}, ..., s_{o-m}, from which ``differencing`` ((k, c_k), ...) rebuilds s_t = u_t + sum_k c_k s_{t-k};
+    w_pred (O, T) the predictive weights before step o. Step o's lags are observed: Bayes' rule updates the
+    embedding. Later lags hold forecasts, not observations, so the embedding is only carried forward by the
+    transition (no update on values the filter made up itself); the autoregression runs on the forecast lags."""
+    d = past.shape[-1]
     index = jnp.asarray(lag_index)
 
-    def advance(w_next, w, history, s_last):
+    def advance(w_next, w, history, past):
         x = history[index].reshape(-1)                       # (u_{t-l})_{l in lags}, as lag_design orders them
         raw = (w @ kbf.Z)[:d]
         residual = jnp.clip(raw, low, high)
         u = coef[0] + x @ coef[1:] + residual
-        s = s_last + u if difference else u
-        return (w_next, jnp.concatenate([u[None], history[:-1]]), s), (s, jnp.any(raw != residual))
+        s = u + sum(c * past[k - 1] for k, c in differencing)
+        carry = (w_next, jnp.concatenate([u[None], history[:-1]]), jnp.concatenate([s[None], past[:-1]]))
+        return carry, (s, jnp.any(raw != residual))
 
-    def one_origin(w_pred, history, s_last):
+    def one_origin(w_pred, history, past):
         x = history[index].reshape(-1)
         w_next, w = _step(kbf, w_pred, _observations(kbf, x[None, :])[0])
-        carry, first = advance(w_next, w, history, s_last)
+        carry, first = advance(w_next, w, history, past)
 
         def step(carry, _):
-            w_pred, history, s_last = carry
-            return advance(kbf.transition @ w_pred, w_pred, history, s_last)
+            w_pred, history, past = carry
+            return advance(kbf.transition @ w_pred, w_pred, history, past)
 
         _, rest = jax.lax.scan(step, carry, None, length=horizon - 1)
         return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
 
-    return jax.vmap(one_origin)(w_pred, history, s_last)
+    return jax.vmap(one_origin)(w_pred, history, past)
