@@ -85,18 +85,20 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
                    progress_bar: bool = False, rank="auto", workers: int | None = None) -> ForecastAhead:
     """Forecasts of the next ``steps`` values of a series, with a band per horizon.
 
-    The forecaster is the one :func:`forecast_series` validates (lags, levels or differences, the filter of what an
-    autoregression leaves over, refitted on the whole series). Several steps ahead the forecasts take the place of
-    the unknown values in the autoregression's lags (the recursive strategy), and the filter's embedding is carried
-    forward by its transition (no Bayes update on lags that hold forecasts), so its correction relaxes towards the
-    residual's long-run mean (:func:`bayeskern.kbr.multistep.iterated_forecasts`).
+    The forecaster is the one :func:`forecast_series` validates (lags, levels, first or seasonal differences, the
+    filter of what an autoregression leaves over, refitted on the whole series). Several steps ahead the forecasts
+    take the place of the unknown values in the autoregression's lags (the recursive strategy), and the filter's
+    embedding is carried forward by its transition (no Bayes update on lags that hold forecasts), so its correction
+    relaxes towards the residual's long-run mean (:func:`bayeskern.kbr.multistep.iterated_forecasts`).
 
     The band of horizon h is conformal on that horizon's errors: the chosen forecaster, refitted on the steps before
     a calibration block of C steps just before the validation block (neither its fit nor its choice saw them), is
     iterated from every origin in the block, and its h-step errors that fall inside the block (C - h + 1 of them)
     are the scores; the band's half-width is their ceil((n + 1) level)-th smallest (split conformal prediction),
-    or the tail rule of :func:`bayeskern.kbr.conformal_band` where they are too few (``widened``). The band
-    therefore widens with the horizon exactly as far as the errors of the held-out origins do.
+    or the tail rule of :func:`bayeskern.kbr.conformal_band` where they are too few (``widened``). The band never
+    narrows with the horizon: each half-width is at least the one before it (the h-step error of the best forecast
+    is no smaller than the (h - 1)-step one, whereas the scores of far horizons are fewer, from fewer origins, and
+    can dip by chance); this only widens a horizon's conformal band, so it keeps that band's coverage.
 
     With ``bayesian=True`` NUTS samples the filter's hyperparameters (as :func:`forecast_series` does) and the
     forecast averages ``num_draws`` of them: each draw's forecaster (its filter on the last
@@ -183,7 +185,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     for h in range(steps):
         for j in range(d):
             q[h, j], widened[h, j] = _conformal_quantile(np.sort(scores[inside[:, h], h, j]), 1 - level, level)
-    mean, half = future, q * future_scale
+    mean, half = future, np.maximum.accumulate(q * future_scale, axis=0)      # no narrower than the horizon before
     if widened.any():
         first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
         warnings.warn(f"from horizon {first} on, the {C - first + 1} or fewer calibration errors per horizon are too "

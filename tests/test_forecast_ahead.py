@@ -91,6 +91,17 @@ def test_forecast_ahead_gives_finite_bands_per_horizon_that_widen_on_a_random_wa
     assert list(frame.columns) == ["mean", "lower", "upper"] and list(frame.index) == list(range(1, 10))
 
 
+def test_forecast_ahead_bands_never_narrow_with_the_horizon():
+    """White noise: every horizon's errors are alike, so the per-horizon conformal quantiles (from 24 down to 13
+    scores) go up and down by chance; the band is their running maximum, never narrower than the horizon before,
+    and at horizon 1 the conformal quantile itself."""
+    y = np.random.default_rng(7).standard_normal(200)
+    fc = forecast_ahead(y, 12, lags=(1,), workers=1)
+    half = fc.band[1, :, 0] - fc.mean[:, 0]
+    assert np.all(np.diff(half) >= 0) and half[-1] > half[0]
+    assert half[-1] < 2.0 * half[0]
+
+
 def test_forecast_ahead_bands_cover_about_their_level_at_every_horizon():
     """20 AR(1) series, the next 6 steps each: coverage near 0.9 for horizons 1-2, 3-4 and 5-6 (40 checks each:
     binomial s.e. about 0.05)."""
