@@ -343,9 +343,6 @@ def horizons(out, *, names=None, steps=12, json_out=None):
     figure and, with ``json_out``, every error and band hit."""
     import json
 
-    from bayeskern.inference import forecast_ahead
-    from bayeskern.kbr.multistep import iterated_forecasts
-
     bk.enable_x64()
     warnings.simplefilter("ignore", FutureWarning)
     warnings.filterwarnings("ignore", module="statsmodels")
@@ -358,15 +355,9 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         T = len(y)
         fit_end = T - T // 5
         origins = np.arange(fit_end, T - steps + 1)
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            fc = forecast_ahead(y[:fit_end], steps)
-        seconds = time.perf_counter() - t0
-        paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
-        half = fc.band[1, :, 0] - fc.mean[:, 0]
+        fc, seconds, paths, half = _kbf_fans(y, fit_end, origins, steps)
         fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
-        fans["KBF"] = (paths[:, :, 0], np.stack([paths[:, :, 0] - half, paths[:, :, 0] + half], axis=1))
+        fans["KBF"] = (paths, np.stack([paths - half, paths + half], axis=1))
         truth = np.stack([y[o: o + steps] for o in origins])                                    # (O, steps)
         lag = season or 1
         scale = float(np.mean(np.abs(y[lag:fit_end] - y[:fit_end - lag])))   # MASE: in-sample seasonal naive
@@ -381,6 +372,22 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         Path(json_out).write_text(json.dumps(record))
     _horizon_summary(record, names, methods, steps, Path(out))
     return record
+
+
+def _kbf_fans(y, fit_end, origins, steps):
+    """``forecast_ahead`` fitted on y[:fit_end] (warnings silenced) and its forecasts 1..``steps`` ahead from every
+    origin by the same fitted forecaster: (the ForecastAhead, its seconds, means (O, steps), band half-widths
+    (steps,))."""
+    from bayeskern.inference import forecast_ahead
+    from bayeskern.kbr.multistep import iterated_forecasts
+
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fc = forecast_ahead(y[:fit_end], steps)
+    seconds = time.perf_counter() - t0
+    paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
+    return fc, seconds, paths[:, :, 0], fc.band[1, :, 0] - fc.mean[:, 0]
 
 
 def _print_series(name, rec, methods, steps):
@@ -465,23 +472,15 @@ def seasonal_study(seeds=3, steps=12, holdout=50):
     """``forecast_ahead`` on ``seasonal_panel`` (seeds 0..seeds-1): fitted on the first T - ``holdout`` steps,
     forecasts 1..``steps`` ahead from every held-out origin; prints the chosen design, the RMSE at h = 1 and
     averaged over horizons and the coverage of the 90 % bands at h = 1, 6, 12."""
-    from bayeskern.inference import forecast_ahead
-    from bayeskern.kbr.multistep import iterated_forecasts
-
     bk.enable_x64()
     totals = {}
     for seed in range(seeds):
         for name, y in seasonal_panel(seed=seed).items():
             fit_end = len(y) - holdout
-            t0 = time.perf_counter()
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                fc = forecast_ahead(y[:fit_end], steps)
-            seconds = time.perf_counter() - t0
             origins = np.arange(fit_end, len(y) - steps + 1)
-            paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
-            err = np.stack([y[o: o + steps] for o in origins]) - paths[:, :, 0]
-            cover = np.mean(np.abs(err) <= fc.band[1, :, 0] - fc.mean[:, 0], axis=0)
+            fc, seconds, paths, half = _kbf_fans(y, fit_end, origins, steps)
+            err = np.stack([y[o: o + steps] for o in origins]) - paths
+            cover = np.mean(np.abs(err) <= half, axis=0)
             rmse = np.sqrt(np.mean(err**2, axis=0))
             totals.setdefault(name, []).append(rmse.mean())
             print(f"{name:<26} seed {seed}  {fc.design.label if fc.design else fc.fallback:<52} RMSE h=1 "

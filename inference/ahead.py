@@ -9,8 +9,8 @@ import numpy as np
 from bayeskern._config import require_x64
 from bayeskern._validation import check_count, check_key
 from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series,
-                                    _check_tuning_arguments, _conformal_quantile, _location_scale, _MIN_FIT_STEPS,
-                                    _validation_size, tune_forecaster)
+                                    _calibration_size, _check_tuning_arguments, _conformal_quantile, _location_scale,
+                                    _MIN_FIT_STEPS, _validation_size, tune_forecaster)
 from bayeskern.kbr.multistep import iterated_forecasts
 
 from .diagnostics import Diagnostics
@@ -158,8 +158,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     V = _validation_size(T, n_val, "y", reserve=steps)
     tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     _warn_fallback(tuning, bayesian)
-    offset = 1 if tuning.best is None else tuning.best.design.offset
-    C = min(max(V, 2 * steps), T - V - offset - _MIN_FIT_STEPS + 1)
+    C = _calibration_size(T, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
         raise ValueError(f"y of {T} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "

@@ -272,7 +272,7 @@ def _differencing(design: ForecastDesign) -> tuple:
 def _differenced(s, design: ForecastDesign):
     """(u, base): u_t (the design's differenced series) and base_t = s_t - u_t, both (T, d) with NaN at the first
     ``design.order`` steps (where the differencing reaches before the series)."""
-    base = np.full(s.shape, np.nan) if design.order else np.zeros_like(s)
+    base = np.full(s.shape, np.nan)
     base[design.order:] = 0.0
     for k, c in _differencing(design):
         base[design.order:] += c * s[design.order - k: s.shape[0] - k]
@@ -739,11 +739,13 @@ def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20
     return forecast * scale + centre, clipped
 
 
-def _calibration_size(T: int, tuning: ForecastTuning, min_fit: int = 23) -> int:
-    """C, the calibration steps before the validation block: as many as the validation steps, fewer when the
-    chosen design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no room)."""
+def _calibration_size(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None) -> int:
+    """C, the calibration steps before the validation block: ``wanted`` (default as many as the validation steps),
+    fewer when the chosen design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no
+    room)."""
     offset = 1 if tuning.best is None else tuning.best.design.offset
-    return max(0, min(tuning.num_validation, T - tuning.num_validation - offset - min_fit))
+    wanted = tuning.num_validation if wanted is None else wanted
+    return max(0, min(wanted, T - tuning.num_validation - offset - min_fit))
 
 
 def _calibration_errors(y_train, tuning: ForecastTuning, size: int, *, rank="auto"):
