@@ -274,12 +274,50 @@ def test_from_a_span_of_32_dimensions_the_rule_caps_the_inducing_points_at_the_d
     seen = []
     real = aggregate.spanned_posterior
 
-    def spy(pooled, key, m, *args):
+    def spy(pooled, key, m, *args, **kwargs):
         seen.append((pooled.shape[1], m))
-        return real(pooled, key, m, *args)
+        return real(pooled, key, m, *args, **kwargs)
 
     monkeypatch.setattr(aggregate, "spanned_posterior", spy)
     rng = np.random.default_rng(9)
     for dim in (40, 10):
         bke.BayesAggregate()(rng.standard_normal((250, dim)), rng.standard_normal((250, dim)), key=jax.random.key(0))
     assert seen == [(40, 10), (40, 30), (40, 40), (10, 10), (10, 30), (10, 100)]
+
+
+def test_on_repeated_rows_the_rule_keeps_likelihood_points_of_a_few_common_sizes(monkeypatch):
+    """The copies of the inducing points leave the likelihood points, so their number changes with the data and each
+    count would compile the posterior's curve again: the rule keeps a random subset of one of eight sizes per octave
+    (at most an eighth fewer). Data without repeated rows keep every point, and so does lengthscale_posterior."""
+    from bayeskern.bke import hyper
+    from bayeskern.bke.inducing import hold_out_inducing
+
+    assert [hyper._common_size(n) for n in (15, 16, 519, 583, 1000, 1024)] == [15, 16, 512, 576, 960, 1024]
+    sizes = np.array([hyper._common_size(n) for n in range(1, 5000)])
+    assert np.all(8 * sizes >= 7 * np.arange(1, 5000)) and len(np.unique(sizes[2047:4095])) == 8
+    seen = []
+    build = hyper.SEPseudolikelihood.build.__func__
+
+    def spy(cls, X, Z, **kwargs):
+        seen.append((X.shape[0], Z.shape[0]))
+        return build(cls, X, Z, **kwargs)
+
+    monkeypatch.setattr(hyper.SEPseudolikelihood, "build", classmethod(spy))
+    rng = np.random.default_rng(3)
+    counts = {}
+    for seed in range(5):
+        X, Y = rng.standard_normal((300, 3)), rng.standard_normal((300, 3))
+        Y[:150] = X[rng.integers(0, 300, 150)]            # half of Y repeats rows of X
+        seen.clear()
+        bke.BayesAggregate()(X, Y, key=jax.random.key(seed))
+        for n, m in seen:
+            assert n == 600 - m or (n == hyper._common_size(n) and n < 600 - m), (n, m)
+            counts.setdefault(m, set()).add(n)
+        pooled = np.vstack([X, Y])
+        post = bke.lengthscale_posterior(pooled, key=jax.random.key(seed), m=30)
+        assert post.n == hold_out_inducing(pooled, jax.random.key(seed), 30)[0].shape[0]
+    assert sorted(counts) == [10, 30, 100] and all(len(sizes) <= 2 for sizes in counts.values()), counts
+    assert any(n < 500 for n in counts[100])                   # the copies of 100 inducing points did leave
+    seen.clear()
+    bke.BayesAggregate()(rng.standard_normal((300, 3)), rng.standard_normal((300, 3)), key=jax.random.key(9))
+    assert seen == [(590, 10), (570, 30), (500, 100)]

@@ -68,7 +68,9 @@ class BayesAggregate:
             quarter of the number of distinct points and, for samples spanning 32 or more dimensions, to at most
             that dimension D (the m x m side of the Jacobian then costs O(n m + m^3) per lengthscale). The
             pseudolikelihood resolves the sample at a scale set by m (fewer points, coarser scales), so the rule
-            averages the tempered posterior over these m (a uniform prior over them).
+            averages the tempered posterior over these m (a uniform prior over them). On data with repeated rows
+            the copies of the inducing points leave the likelihood points, and a random subset of those points of
+            one of eight sizes per octave is kept, so that data sets of one size share the compiled posterior curve.
         max_modes: the heaviest modes kept for each m (those with at least 1 % of the heaviest one's mass).
         tau2: the noise variance of the BKE model, > 0.
         max_points: above this many pooled points the posterior is computed on a random subsample of this size (the
@@ -167,7 +169,7 @@ class BayesAggregate:
         grid = np.geomspace(0.01 * med, 3.0 * med, 81)
         modes = {}
         for i, m in enumerate(sizes):
-            post = spanned_posterior(pooled, jax.random.fold_in(key, i), m, self.tau2, grid, len(grid))
+            post = spanned_posterior(pooled, jax.random.fold_in(key, i), m, self.tau2, grid, len(grid), common_size=True)
             top, mass = post.modes[: self.max_modes], post.mode_weights[: self.max_modes]
             keep = mass >= 0.01 * mass[0]   # modes of negligible mass would only cost time
             for ell, w in zip(top[keep], mass[keep] / mass[keep].sum()):
