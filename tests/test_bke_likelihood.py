@@ -376,6 +376,30 @@ def test_where_every_difference_misses_a_direction_the_volume_is_that_of_the_spa
     assert np.all(np.isfinite(mixed)) and np.all(np.abs(mixed - np.asarray(log_volume(X, Z, RBF(1.0)))) > 1e-3)
 
 
+def test_with_fewer_inducing_points_than_dimensions_dependent_differences_give_a_zero_volume():
+    """m <= D: a point in the affine hull of some inducing points has linearly dependent rows x - z_l, so
+    det(J J^T) = 0. The pass over the Jacobians (closed form, ARD, autodiff) says -inf there instead of the
+    logarithm of a rounding error (-48 and -43 nats here before), leaves the other points as they were, and
+    log_pseudolikelihood names the points; the isotropic objective's m x m form takes its pseudo-determinant."""
+    from bayeskern.bke import SEPseudolikelihood
+
+    rng = np.random.default_rng(0)
+    D, m = 6, 3
+    Z, X = rng.standard_normal((m, D)), rng.standard_normal((20, D))
+    X[0] = 0.5 * (Z[0] + Z[1])
+    X[1] = 0.3 * Z[0] + 0.3 * Z[1] + 0.4 * Z[2]
+    for kernel in (RBF(0.7), RBF(jnp.full(D, 0.7))):
+        for method in ("closed", "autodiff"):
+            got = np.asarray(log_volume(X, Z, kernel, method=method))
+            assert np.all(np.isneginf(got[:2])) and np.all(np.isfinite(got[2:]))
+            np.testing.assert_allclose(got[2:], np.asarray(log_volume(X[2:], Z, RBF(0.7))), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"2 points of X \(the first: row 0\) have a volume term of -inf"):
+        log_pseudolikelihood(X, Z, RBF(jnp.full(D, 0.7)))
+    assert np.isfinite(float(SEPseudolikelihood.build(X, Z)(0.7)))
+    assert float(log_pseudolikelihood(X[2:], Z, RBF(jnp.full(D, 0.7)))) == pytest.approx(
+        float(SEPseudolikelihood.build(X[2:], Z)(0.7)), rel=1e-12)
+
+
 def test_the_fused_one_dimensional_form_equals_the_general_pass():
     """For D = 1 the objective runs a fused pass over precomputed distances with its own derivative in the
     lengthscale; value, both gradients and the Hessian equal the general chunked pass (forced here through an RBFFull

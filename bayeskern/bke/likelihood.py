@@ -120,7 +120,10 @@ def _log_gamma_from_rows(log_k, V):
 
     The weights k(x, z_l) of the rows can differ by hundreds of orders of magnitude, more than any factorisation of
     J itself resolves (rows below about 1e-154 of the largest vanish from its dot products), so the weights are
-    kept apart. For m <= D, det J J^T = prod k_l^2 det V V^T. For m > D, r = rank J pivot rows S are chosen by
+    kept apart. For m <= D, det J J^T = prod k_l^2 det V V^T, and rows of V that are linearly dependent (a point in
+    the affine hull of some inducing points) make it 0: a diagonal entry of V's QR factor within a few hundred
+    rounding errors of the longest row counts as 0, and log gamma is -inf rather than the logarithm of a rounding
+    error (the fused m x m form takes a pseudo-determinant instead; see :func:`wide_inputs`). For m > D, r = rank J pivot rows S are chosen by
     weighted residual length (a QR of J^T with column pivoting, computed on V and log_k; see
     :func:`_pivoted_gram_schmidt`) and completed by D - r unit vectors orthogonal to them (weight 1) to a square V_S;
     then pdet J^T J = det(J_S)^2 det(I + C^T C) with C = J_rest J_S^{-1}, entries
@@ -132,7 +135,10 @@ def _log_gamma_from_rows(log_k, V):
     """
     m, D = V.shape[-2:]
     if m <= D:
-        return jnp.sum(log_k, axis=-1) + jnp.sum(_log_abs_diag_r(jnp.swapaxes(V, -1, -2)), axis=-1)
+        log_r = _log_abs_diag_r(jnp.swapaxes(V, -1, -2))
+        longest = 0.5 * jnp.log(jnp.max(jnp.sum(V**2, axis=-1), axis=-1))
+        dependent = jnp.any(log_r <= longest[..., None] + np.log(256 * D * np.finfo(V.dtype).eps), axis=-1)
+        return jnp.where(dependent, -jnp.inf, jnp.sum(log_k, axis=-1) + jnp.sum(log_r, axis=-1))
     P, P_S, log_k_S, spanned_at, completed = _pivoted_gram_schmidt(log_k, V)
     W = _solve_lower_right(P, P_S)                                                      # V V_S^{-1}
     # C_rs = 0 for the chosen rows and for pivots s chosen after row r entered the span of the earlier ones
@@ -275,7 +281,8 @@ def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str 
     With at least as many inducing points as dimensions (m >= D) the map is an immersion and log gamma =
     0.5 log det(J^T J), the volume of Flaxman et al. (2016, eq. 13). With fewer (m < D, high-dimensional data) J^T J
     is singular and the volume of the m x m side is used instead, log gamma = 0.5 log det(J J^T): the two agree at
-    m = D, and the m x m side costs O(m^2 D) per point instead of O(m D^2).
+    m = D, and the m x m side costs O(m^2 D) per point instead of O(m D^2). A point whose differences x - z_l are
+    then linearly dependent has det(J J^T) = 0 and log gamma = -inf.
 
     Args:
         X: (n, D) points.
@@ -371,8 +378,8 @@ def log_pseudolikelihood(
         Scalar array, the log pseudolikelihood.
 
     Raises:
-        ValueError: for an unknown convention, invalid inducing points, tau2 <= 0, or a non-SE kernel without
-            ``prior_cov``.
+        ValueError: for an unknown convention, invalid inducing points, tau2 <= 0, a non-SE kernel without
+            ``prior_cov``, or points of X whose volume term is -inf (differences to Z linearly dependent).
         CholeskyError: when R_zz + (tau2 / n) I cannot be factorised even with jitter.
         RuntimeError: when float64 is off.
     """
@@ -389,6 +396,14 @@ def log_pseudolikelihood(
         prior_cov = ConvolvedSE(kernel, r_scale="exact" if convention == "exact" else "unit")
     value = _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, True)
     if is_concrete(value) and not np.isfinite(float(value)):
+        if not isinstance(X, RowShards):
+            flat = ~np.isfinite(np.asarray(_log_volume_points(X, Z, kernel, volume, "exact")))
+            if flat.any():
+                raise ValueError(f"{int(flat.sum())} points of X (the first: row {int(np.argmax(flat))}) have a volume "
+                                 "term of -inf: their differences to the inducing points Z are linearly dependent, "
+                                 "so det(J J^T) = 0; hold them out of X, choose other inducing points, or use "
+                                 "SEPseudolikelihood with an isotropic lengthscale (its m x m form takes a "
+                                 "pseudo-determinant)")
         raise CholeskyError("R_zz + tau2/n I is not positive definite even with jitter (check Z and the lengthscale)")
     return value
 
