@@ -139,7 +139,7 @@ def _log_gamma_from_rows(log_k, V):
         longest = 0.5 * jnp.log(jnp.max(jnp.sum(V**2, axis=-1), axis=-1))
         dependent = jnp.any(log_r <= longest[..., None] + np.log(256 * D * np.finfo(V.dtype).eps), axis=-1)
         return jnp.where(dependent, -jnp.inf, jnp.sum(log_k, axis=-1) + jnp.sum(log_r, axis=-1))
-    P, P_S, log_k_S, spanned_at, completed = _pivoted_gram_schmidt(log_k, V)
+    P, P_S, log_k_S, spanned_at, completed, _ = _pivoted_gram_schmidt(log_k, V)
     W = _solve_lower_right(P, P_S)                                                      # V V_S^{-1}
     # C_rs = 0 for the chosen rows and for pivots s chosen after row r entered the span of the earlier ones
     keep = jnp.arange(D) < spanned_at[..., None]                                        # (..., m, D)
@@ -151,9 +151,10 @@ def _log_gamma_from_rows(log_k, V):
     return jnp.where(jnp.all(completed, axis=-1), -jnp.inf, value)   # rank 0: every row zero
 
 
-def _pivoted_gram_schmidt(log_k, V):
+def _pivoted_gram_schmidt(log_k, V, *, by_weight: bool = False):
     """Gram-Schmidt on the rows of V (..., m, D), m > D, in the order of column pivoting of J^T = (diag(exp(log_k))
-    V)^T: each pivot is the row with the largest weighted length of its part orthogonal to the rows chosen before.
+    V)^T: each pivot is the row with the largest weighted length of its part orthogonal to the rows chosen before
+    (with ``by_weight``: the heaviest row not yet in the span of those, whatever its length).
     A part shorter than a few hundred rounding errors of its row counts as zero (that row lies in the span of the
     rows chosen so far); when every row does, the remaining pivots are unit vectors completing an orthonormal basis
     Q. The pivot choices are constants for differentiation.
@@ -162,7 +163,7 @@ def _pivoted_gram_schmidt(log_k, V):
         P = V Q^T (..., m, D); P_S (..., D, D) the rows of P of the pivots in order (lower triangular; e_d for a
         completing vector); log_k_S (..., D) their log weights (0 when completing); spanned_at (..., m): how many
         pivots had been chosen when each row entered their span (D if never, 0 for pivots and zero rows);
-        completed (..., D): whether pivot d is a completing vector.
+        completed (..., D): whether pivot d is a completing vector; chosen (..., D): the pivots' rows.
     """
     m, D = V.shape[-2:]
     batch = V.shape[:-2]
@@ -173,7 +174,8 @@ def _pivoted_gram_schmidt(log_k, V):
     def step(d, carry):
         residual, length2, unit_residual, Q, chosen, completed, spanned_at = carry
         live = spanned_at == D
-        score = jnp.where(live, fixed(log_k) + 0.5 * jnp.log(jnp.where(live, fixed(length2), 1.0)), -jnp.inf)
+        length = 0.0 if by_weight else 0.5 * jnp.log(jnp.where(live, fixed(length2), 1.0))
+        score = jnp.where(live, fixed(log_k) + length, -jnp.inf)
         pick, has_live = jnp.argmax(score, axis=-1), jnp.any(live, axis=-1)
         unit = jnp.argmax(jnp.sum(unit_residual**2, axis=-1), axis=-1)
         q = jnp.where(has_live[..., None], jnp.einsum("...m,...md->...d", jax.nn.one_hot(pick, m, dtype=V.dtype),
@@ -199,7 +201,7 @@ def _pivoted_gram_schmidt(log_k, V):
     P = V @ jnp.swapaxes(Q, -1, -2)
     P_S = jnp.where(completed[..., None], jnp.eye(D, dtype=V.dtype), jnp.take_along_axis(P, chosen[..., None], axis=-2))
     log_k_S = jnp.where(completed, 0.0, jnp.take_along_axis(log_k, chosen, axis=-1))
-    return P, P_S, log_k_S, spanned_at, completed
+    return P, P_S, log_k_S, spanned_at, completed, chosen
 
 
 def _solve_lower_right(B, L):
@@ -416,6 +418,7 @@ _CHUNK_ENTRIES = 1 << 18  # points per chunk x m: a chunk of K_zx is at most 2 M
 _LAPACK_INLINE_FLOPS = 200_000
 _CACHE_ENTRIES = 1 << 15   # points per chunk x m x D for the m > D pivots: each step's arrays stay in cache (256 KiB)
 FUSED_ENTRIES = 1 << 22  # n x m up to which the D = 1 form holds K_zx whole (a few arrays of at most 32 MiB)
+NARROW_ENTRIES = 1 << 23  # n x m x D up to which the m > D form holds its coefficients whole (64 MiB)
 
 
 @partial(jax.custom_jvp, nondiff_argnums=(3, 4, 5))
@@ -522,18 +525,22 @@ def _fused_form(kernel, prior_cov, X, Z, volume, convention, with_volume):
 
 
 def fused_shape(X, Z):
-    """``"one_dimensional"``, ``"wide"`` or None: the fused form the shapes of X (n, D) and Z (m, D) allow."""
+    """``"one_dimensional"``, ``"wide"``, ``"narrow"`` or None: the fused form the shapes of X (n, D) and Z (m, D)
+    allow (``"narrow"``: m > D with the n x m x D coefficients of :func:`narrow_inputs` held whole)."""
     n, dim = X.shape
-    if n * Z.shape[0] > FUSED_ENTRIES:
+    m = Z.shape[0]
+    if n * m > FUSED_ENTRIES:
         return None
-    return "one_dimensional" if dim == 1 else "wide" if Z.shape[0] <= dim else None
+    if dim == 1:
+        return "one_dimensional"
+    return "wide" if m <= dim else "narrow" if n * m * dim <= NARROW_ENTRIES else None
 
 
 def fused_inputs(X, Z):
     """The data-only inputs of the fused form of X and Z (computed once and reused by every evaluation), or None."""
     form = fused_shape(X, Z)
-    return None if form is None else one_dimensional_distances(X, Z) if form == "one_dimensional" else \
-        wide_inputs(X, Z)
+    inputs = {"one_dimensional": one_dimensional_distances, "wide": wide_inputs, "narrow": narrow_inputs}
+    return None if form is None else inputs[form](X, Z)
 
 
 def one_dimensional_distances(X, Z):
@@ -654,6 +661,15 @@ def _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, tau2, dim):
     factorised as e^t (e^(log c - t) R~ + e^(log s - t) I) with t the larger of log c and log s = log(tau2 / n).
     """
     n, m = d2.shape
+    gaussian, ok = _se_gaussian_term(lengthscale, d2, dz2, tau2, dim)
+    volume = -0.5 * jnp.sum(d2) / lengthscale**2 - 2.0 * m * n * jnp.log(lengthscale) + constant
+    return jnp.where(ok, gaussian + volume, -jnp.inf)
+
+
+def _se_gaussian_term(lengthscale, d2, dz2, tau2, dim):
+    """(the Kronecker Gaussian term of L, whether R + (tau2 / n) I factorised) for an isotropic SE kernel from the
+    squared distances d2 (n, m) and dz2 (m, m); R is factorised with its scale pulled out (see the m <= D form)."""
+    n, m = d2.shape
     s = 1.0 / lengthscale**2
     K = jnp.exp(-0.5 * s * d2)
     mu = jnp.mean(K, axis=0)
@@ -664,9 +680,70 @@ def _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, tau2, dim):
     M = jnp.exp(log_c - top) * jnp.exp(-0.25 * s * dz2) + jnp.exp(log_s - top) * jnp.eye(m, dtype=d2.dtype)
     L, _, ok = jittered_cholesky(M)
     w = whiten_unchecked(L, mu)
-    gaussian = _kron_value(m * top + logdet_unchecked(L), jnp.exp(-top) * jnp.sum(w**2), e2, m, n, tau2)
-    volume = -0.5 * s * jnp.sum(d2) - 2.0 * m * n * jnp.log(lengthscale) + constant
-    return jnp.where(ok, gaussian + volume, -jnp.inf)
+    return _kron_value(m * top + logdet_unchecked(L), jnp.exp(-top) * jnp.sum(w**2), e2, m, n, tau2), ok
+
+
+def narrow_inputs(X, Z):
+    """The data-only inputs of the fused m > D pseudolikelihood (isotropic SE kernel), computed once.
+
+    The rows of the Jacobian at x are k(x, z_l) (z_l - x) / l^2: their directions a_l = x - z_l do not depend on the
+    lengthscale, and the weights log k = -|a_l|^2 / (2 l^2) keep their order (nearest first) at every lengthscale.
+    So the basis of :func:`_log_gamma_from_rows` is chosen once per point, by weight alone (the nearest row not in
+    the span of those before it), and with it W = A A_S^{-1} and log |det A_S|; an evaluation then needs
+    C = diag(k_rest) W diag(k_S)^{-1}, whose ratios are at most 1 for this order, and det(I + C^T C).
+
+    Returns:
+        (d2 (n, m), dz2 (m, m), W (n, m, D), spanned_at (n, m), chosen (n, D), completed (n, D), log_det (n,)).
+    """
+    return _narrow_inputs(X, Z)
+
+
+@jax.jit
+def _narrow_inputs(X, Z):
+    d2, dz2 = squared_distances(X, Z), squared_distances(Z, Z)
+    n, (m, D) = X.shape[0], Z.shape
+    size = max(1, min(n, _CACHE_ENTRIES // (m * D)))
+    pad = (-n) % size
+    Xp = jnp.concatenate([X, jnp.broadcast_to(X[:1], (pad, D))]).reshape(-1, size, D)
+
+    def block(Xb):
+        A = Xb[:, None, :] - Z[None, :, :]                                              # (size, m, D)
+        P, P_S, _, spanned_at, completed, chosen = _pivoted_gram_schmidt(-jnp.sum(A**2, axis=-1), A, by_weight=True)
+        keep = jnp.arange(D) < spanned_at[..., None]
+        W = jnp.where(keep, _solve_lower_right(P, P_S), 0.0)
+        log_det = jnp.sum(jnp.where(completed, 0.0, jnp.log(jnp.abs(jnp.diagonal(P_S, axis1=-2, axis2=-1)))), -1)
+        return W, spanned_at, chosen, completed, log_det
+
+    parts = jax.lax.map(block, Xp)
+    W, spanned_at, chosen, completed, log_det = (p.reshape((-1,) + p.shape[2:])[:n] for p in parts)
+    return d2, dz2, W, spanned_at, chosen, completed, log_det
+
+
+def _se_narrow_pseudolikelihood(lengthscale, d2, dz2, W, spanned_at, chosen, completed, log_det, tau2, dim):
+    """L(l, tau2) for m > D from the inputs of :func:`narrow_inputs`: the Gaussian term as for m <= D and
+    log gamma_i = sum_S log k_s + log |det A_S| - 2 r log l + 0.5 log det(I + C^T C), r the rank of the rows."""
+    n, m, D = W.shape
+    gaussian, ok = _se_gaussian_term(lengthscale, d2, dz2, tau2, dim)
+    size = max(1, min(n, _CACHE_ENTRIES // (m * D)))
+    pad = (-n) % size
+
+    def blocked(a):
+        return jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad,) + a.shape[1:])]).reshape((-1, size) + a.shape[1:])
+
+    def block(args):
+        d2b, Wb, spanned_b, chosen_b, completed_b, log_det_b = args
+        log_k = -0.5 * d2b / lengthscale**2
+        log_k_S = jnp.where(completed_b, 0.0, jnp.take_along_axis(log_k, chosen_b, axis=-1))
+        keep = jnp.arange(D) < spanned_b[..., None]
+        ratio = jnp.exp(jnp.where(keep, log_k[..., :, None] - log_k_S[..., None, :], -jnp.inf))
+        C = Wb * ratio
+        inner = jnp.eye(D, dtype=Wb.dtype) + jnp.swapaxes(C, -1, -2) @ C
+        rank = jnp.sum(~completed_b, axis=-1)
+        return (jnp.sum(log_k_S, axis=-1) + log_det_b - 2.0 * rank * jnp.log(lengthscale)
+                + 0.5 * _logdet_spd(inner))
+
+    volumes = jax.lax.map(block, tuple(blocked(a) for a in (d2, W, spanned_at, chosen, completed, log_det)))
+    return jnp.where(ok, gaussian + jnp.sum(volumes.reshape(-1)[:n]), -jnp.inf)
 
 
 def _log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, convention, with_volume, distances=None):
@@ -686,6 +763,9 @@ def _compiled_log_pseudolikelihood(kernel, prior_cov, X, Z, tau2, volume, conven
     if fused == "wide":
         d2, dz2, constant = _wide_inputs(X, Z) if distances is None else distances
         return _se_wide_pseudolikelihood(lengthscale, d2, dz2, constant, jnp.asarray(tau2), X.shape[1])
+    if fused == "narrow":
+        inputs = _narrow_inputs(X, Z) if distances is None else distances
+        return _se_narrow_pseudolikelihood(lengthscale, *inputs, jnp.asarray(tau2), X.shape[1])
     Rzz = prior_cov.evaluate(Z, Z)
     volume_convention = "exact" if convention == "exact" else "stan"
     if convention == "stan_as_printed":

@@ -22,10 +22,12 @@ class SEPseudolikelihood:
 
     Calling ``objective(lengthscale, tau2)`` (lengthscale scalar or (D,) for ARD) is pure, jit/grad/vmap-able and
     returns -inf where R_zz + tau2/n I cannot be factorised, so optimisers and NUTS reject the point instead of
-    seeing NaN. For one isotropic lengthscale on one process (n m up to 2^22) two shapes get a fused pass over stored
-    squared distances between X and Z, equal to the general pass to rounding: D = 1, with a hand-derived lengthscale
-    derivative (about 2.5x faster per gradient), and fewer inducing points than dimensions (m <= D, high-dimensional
-    data), where the log-volume of the m x m side is closed-form and an evaluation costs O(n m + m^3) whatever D.
+    seeing NaN. For one isotropic lengthscale on one process (n m up to 2^22) a fused pass over inputs stored once
+    replaces the general pass, equal to it to rounding: for D = 1, with a hand-derived lengthscale derivative (about
+    2.5x faster per gradient); for fewer inducing points than dimensions (m <= D, high-dimensional data), where the
+    log-volume of the m x m side is closed-form and an evaluation costs O(n m + m^3) whatever D; and for m > D (up to
+    n m D = 2^23), where each point's basis of Jacobian rows is chosen once (its directions x - z_l and the order of
+    its weights do not depend on the lengthscale) and an evaluation costs one m x D product per point.
 
     Attributes:
         X: (n, D) points entering the likelihood, or a :class:`~bayeskern.sharding.RowShards`.
@@ -37,7 +39,7 @@ class SEPseudolikelihood:
         eta: the Gaussian measure's scale, or None.
         center: the Gaussian measure's centre, or None.
         r_scale: None (the convention's scale of r_theta), ``"exact"`` or ``"unit"``.
-        distances: the stored data-only inputs of a fused pass (D = 1 or m <= D), or None.
+        distances: the stored data-only inputs of a fused pass, or None.
         dim: D.
     """
 
@@ -86,7 +88,7 @@ class SEPseudolikelihood:
         distances = None
         if (convention == "exact" and volume == "closed" and nu == "lebesgue" and r_scale in (None, "exact")
                 and not isinstance(X, RowShards)):
-            distances = fused_inputs(X, Z)   # reused by every evaluation of a fused form (D = 1, or m <= D)
+            distances = fused_inputs(X, Z)   # reused by every evaluation of a fused form
         return cls(X, Z, convention, volume, nu, eta, center, r_scale, distances)
 
     @property
