@@ -359,9 +359,9 @@ def log_pseudolikelihood(
     L = log N(vec K_zx; 0, 11^T (x) R_zz + tau2 I) + sum_i log gamma(x_i): the Kronecker Gaussian term in
     O(m^3 + n m) and the log-volume term sum_i (1/2) log det(J(x_i)^T J(x_i)). X is streamed in chunks (memory
     O(chunk x m), never m x n); derivatives in the kernel hyperparameters come from forward mode inside that
-    pass, so gradients and Hessians are cheap. For one isotropic SE lengthscale in D = 1 with n m <= 2^22 (and the
-    exact convention) a fused pass over the whole m x n block with a hand-derived lengthscale derivative is used
-    instead (2.5x faster; equal to rounding). Traceable in (kernel, tau2).
+    pass, so gradients and Hessians are cheap. For one isotropic SE lengthscale with n m <= 2^22 (and the exact
+    convention) a fused pass is used instead, equal to rounding (the forms of :class:`~bayeskern.bke.SEPseudolikelihood`: D = 1,
+    m <= D and m > D). Traceable in (kernel, tau2).
 
     Args:
         X: (n, D) points entering the likelihood; or a :class:`~bayeskern.sharding.RowShards` (rows spread over
@@ -513,9 +513,10 @@ def _chunk_statistics(kernel, X, keep, Z, volume, volume_convention, with_volume
 
 
 def _fused_form(kernel, prior_cov, X, Z, volume, convention, with_volume):
-    """Which fused form applies, if any: ``"one_dimensional"`` (D = 1) or ``"wide"`` (m <= D), for one isotropic SE
-    lengthscale, the exact model with its closed-form volume and Lebesgue measure, all rows on one device, and K_zx
-    small enough to hold whole; else None (the streamed pass)."""
+    """Which fused form applies, if any: ``"one_dimensional"`` (D = 1), ``"wide"`` (m <= D) or ``"narrow"`` (m > D),
+    for one isotropic SE lengthscale, the exact model with its closed-form volume and Lebesgue measure, all rows on
+    one device, and K_zx (and for m > D the n x m x D coefficients) small enough to hold whole; else None (the
+    streamed pass)."""
     if not (isinstance(kernel, RBF) and jnp.size(kernel.lengthscale) == 1 and not isinstance(X, RowShards)
             and volume == "closed" and with_volume and convention == "exact"
             and isinstance(prior_cov, ConvolvedSE) and prior_cov.base is kernel and prior_cov.nu == "lebesgue"
