@@ -360,8 +360,8 @@ def log_pseudolikelihood(
     O(m^3 + n m) and the log-volume term sum_i (1/2) log det(J(x_i)^T J(x_i)). X is streamed in chunks (memory
     O(chunk x m), never m x n); derivatives in the kernel hyperparameters come from forward mode inside that
     pass, so gradients and Hessians are cheap. For one isotropic SE lengthscale with n m <= 2^22 (and the exact
-    convention) a fused pass is used instead, equal to rounding (the forms of :class:`~bayeskern.bke.SEPseudolikelihood`: D = 1,
-    m <= D and m > D). Traceable in (kernel, tau2).
+    convention) a fused pass is used instead, equal to rounding (the forms of
+    :class:`~bayeskern.bke.SEPseudolikelihood`: D = 1, m <= D and m > D). Traceable in (kernel, tau2).
 
     Args:
         X: (n, D) points entering the likelihood; or a :class:`~bayeskern.sharding.RowShards` (rows spread over
