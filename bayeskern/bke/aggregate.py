@@ -169,7 +169,8 @@ class BayesAggregate:
         grid = np.geomspace(0.01 * med, 3.0 * med, 81)
         modes = {}
         for i, m in enumerate(sizes):
-            post = spanned_posterior(pooled, jax.random.fold_in(key, i), m, self.tau2, grid, len(grid), common_size=True)
+            post = spanned_posterior(pooled, jax.random.fold_in(key, i), m, self.tau2, grid, len(grid),
+                                     common_size=True)
             top, mass = post.modes[: self.max_modes], post.mode_weights[: self.max_modes]
             keep = mass >= 0.01 * mass[0]   # modes of negligible mass would only cost time
             for ell, w in zip(top[keep], mass[keep] / mass[keep].sum()):
