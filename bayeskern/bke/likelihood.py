@@ -119,19 +119,19 @@ def _log_gamma_from_rows(log_k, V):
     comparable lengths.
 
     The weights k(x, z_l) of the rows can differ by hundreds of orders of magnitude, more than any factorisation of
-    J itself resolves (rows below about 1e-154 of the largest vanish from its dot products), so the weights are
-    kept apart. For m <= D, det J J^T = prod k_l^2 det V V^T, and rows of V that are linearly dependent (a point in
-    the affine hull of some inducing points) make it 0: a diagonal entry of V's QR factor within a few hundred
-    rounding errors of the longest row counts as 0, and log gamma is -inf rather than the logarithm of a rounding
-    error (the fused m x m form takes a pseudo-determinant instead; see :func:`wide_inputs`). For m > D, r = rank J pivot rows S are chosen by
-    weighted residual length (a QR of J^T with column pivoting, computed on V and log_k; see
-    :func:`_pivoted_gram_schmidt`) and completed by D - r unit vectors orthogonal to them (weight 1) to a square V_S;
-    then pdet J^T J = det(J_S)^2 det(I + C^T C) with C = J_rest J_S^{-1}, entries
-    exp(log k_r - log k_s) (V_rest V_S^{-1})_rs, at most of order one for these pivots. A row already in the span of
-    the rows chosen before a pivot s has the coefficient 0 on s, set exactly. With r < D (every x - z_l orthogonal to
-    some direction: pixels that are 0 in x and in every inducing point) J^T J is singular and its pseudo-determinant,
-    the volume of the image of the span of the rows, is used, as the fused form for m <= D does. Everything is
-    elementwise work and loops over the D pivots, no batched LAPACK call (see ``_LAPACK_INLINE_FLOPS``).
+    J itself resolves (rows below about 1e-154 of the largest vanish from its dot products), so the weights are kept
+    apart. For m <= D, det J J^T = prod k_l^2 det V V^T, and rows of V that are linearly dependent (a point in the
+    affine hull of some inducing points) make it 0: a diagonal entry of V's QR factor within a few hundred rounding
+    errors of the longest row counts as 0, and log gamma is -inf rather than the logarithm of a rounding error (the
+    fused m x m form takes a pseudo-determinant instead; see :func:`wide_inputs`). For m > D, r = rank J pivot rows
+    S are chosen by weighted residual length (a QR of J^T with column pivoting, computed on V and log_k; see
+    :func:`_pivoted_gram_schmidt`) and completed by D - r unit vectors orthogonal to them (weight 1) to a square
+    V_S; then pdet J^T J = det(J_S)^2 det(I + C^T C) with C = J_rest J_S^{-1}, entries exp(log k_r - log k_s)
+    (V_rest V_S^{-1})_rs, at most of order one for these pivots. A row already in the span of the rows chosen before
+    a pivot s has the coefficient 0 on s, set exactly. With r < D (every x - z_l orthogonal to some direction:
+    pixels that are 0 in x and in every inducing point) J^T J is singular and its pseudo-determinant, the volume of
+    the image of the span of the rows, is used, as the fused form for m <= D does. Everything is elementwise work
+    and loops over the D pivots, no batched LAPACK call (see ``_LAPACK_INLINE_FLOPS``).
     """
     m, D = V.shape[-2:]
     if m <= D:
