@@ -40,7 +40,7 @@ def _distance_range(Z, key, max_points=500):
 
 _MIN_DISTINCT = 8          # fewer distinct points resolve no kernel scale: the bandwidth floor alone
 # From this span dimension on, m is capped at D: the posterior then takes the m x m side of the Jacobian, O(n m + m^3)
-# per lengthscale, instead of O(n m D^2) for m > D (on the 8x8 digits, D = 58: 26 s against 5 s per test on one
+# per lengthscale, instead of O(n m D^2) for m > D (on the 8x8 digits, D = 58: 13 s against 4 s per test on one
 # core, compilation included)
 _WIDE_FROM_DIM = 32
 _SUBSAMPLE_STREAM = 0x5B   # fold_in tag of the subsample above max_points (independent of the inducing points)
