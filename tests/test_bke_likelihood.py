@@ -408,7 +408,7 @@ def test_the_fused_form_for_more_inducing_points_than_dimensions_equals_the_gene
     rounding: at lengthscales where the weights of a point's rows span hundreds of orders of magnitude, on lattice
     data with exactly dependent differences, and for points whose differences all miss a direction."""
     from bayeskern.bke import SEPseudolikelihood
-    from bayeskern.bke.likelihood import fused_shape
+    from bayeskern.bke.fused import fused_shape
 
     def general(X, Z, ls):
         kernel = RBFFull(jnp.eye(X.shape[1]) * ls)
@@ -521,7 +521,8 @@ def test_chunks_keep_batched_lapack_calls_inline_and_the_pivot_arrays_in_cache()
     """The streamed pass's chunks: for m <= D each batched QR of the m x m side stays under jaxlib's inline size
     (above it jaxlib splits the call over the thread pool, which deadlocked value and gradient on 2 cores); for m > D
     the pivot steps' (chunk, m, D) arrays stay cache-sized; without the volume only the K_zx block bounds them."""
-    from bayeskern.bke.likelihood import _CACHE_ENTRIES, _LAPACK_INLINE_FLOPS, _chunk_size
+    from bayeskern.bke.likelihood import _chunk_size
+    from bayeskern.bke.volume import _CACHE_ENTRIES, _LAPACK_INLINE_FLOPS
 
     for n, m, D in ((500, 10, 60), (500, 30, 768), (5000, 14, 14)):
         size = _chunk_size(n, m, D, True)

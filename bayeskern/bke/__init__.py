@@ -7,7 +7,9 @@ from .posterior import EmbeddingPosterior, WitnessPosterior, embedding_posterior
 from .objective import SEPseudolikelihood
 from .hyper import LengthscalePosterior, lengthscale_posterior
 from .aggregate import BayesAggregate, aggregated_witness
-from .likelihood import check_inducing_points, kron_loglik, kron_loglik_as_printed, log_pseudolikelihood, log_volume
+from .kron import kron_loglik, kron_loglik_as_printed
+from .volume import log_volume
+from .likelihood import check_inducing_points, log_pseudolikelihood
 
 __all__ = ["ConvolvedSE", "SEPseudolikelihood", "default_num_inducing", "hold_out_inducing", "herding_inducing", "span_coordinates", "kron_loglik", "kron_loglik_as_printed", "log_volume", "log_pseudolikelihood", "check_inducing_points",
            "EmbeddingPosterior", "embedding_posterior", "WitnessPosterior", "witness_posterior",

@@ -9,7 +9,8 @@ from .._config import require_x64
 from ..kernels.stationary import RBF
 from ..sharding import RowShards
 from .convolved import ConvolvedSE
-from .likelihood import _CONVENTIONS, _log_pseudolikelihood, check_inducing_points, fused_inputs
+from .fused import fused_inputs
+from .likelihood import _CONVENTIONS, _log_pseudolikelihood, check_inducing_points
 
 __all__ = ["SEPseudolikelihood"]
 
