@@ -16,7 +16,9 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
 
     The labels are not used, so a permutation test with the learned kernel keeps its level. An isotropic fit runs
     in the pooled sample's affine span (:func:`bayeskern.bke.span_coordinates`), so constant columns and low-rank
-    data are accepted; repeated rows are too (:func:`bayeskern.bke.hold_out_inducing`).
+    data are accepted; repeated rows are too (:func:`bayeskern.bke.hold_out_inducing`; when copies of the inducing
+    points leave the likelihood points, a random subset of those of one of eight sizes per octave is fitted on, so
+    that data sets of one size share the compiled fit).
 
     Args:
         X: (n, D) sample.
@@ -42,7 +44,7 @@ def bkl_fit(X, Y=None, *, key, m: int | None = None, tau2=1.0, **fit_kwargs) -> 
         pooled = jnp.concatenate([pooled, Y])
     if not fit_kwargs.get("ard", False):   # an isotropic kernel sees only distances: fit in the sample's own span
         pooled = span_coordinates(pooled)
-    X_rest, Z = hold_out_inducing(pooled, key, m)
+    X_rest, Z = hold_out_inducing(pooled, key, m, common_size=True)
     return fit_type2(X_rest, Z, tau2, **fit_kwargs)
 
 

@@ -290,10 +290,10 @@ def test_on_repeated_rows_the_rule_keeps_likelihood_points_of_a_few_common_sizes
     count would compile the posterior's curve again: the rule keeps a random subset of one of eight sizes per octave
     (at most an eighth fewer). Data without repeated rows keep every point, and so does lengthscale_posterior."""
     from bayeskern.bke import hyper
-    from bayeskern.bke.inducing import hold_out_inducing
+    from bayeskern.bke.inducing import _common_size, hold_out_inducing
 
-    assert [hyper._common_size(n) for n in (15, 16, 519, 583, 1000, 1024)] == [15, 16, 512, 576, 960, 1024]
-    sizes = np.array([hyper._common_size(n) for n in range(1, 5000)])
+    assert [_common_size(n) for n in (15, 16, 519, 583, 1000, 1024)] == [15, 16, 512, 576, 960, 1024]
+    sizes = np.array([_common_size(n) for n in range(1, 5000)])
     assert np.all(8 * sizes >= 7 * np.arange(1, 5000)) and len(np.unique(sizes[2047:4095])) == 8
     seen = []
     build = hyper.SEPseudolikelihood.build.__func__
@@ -311,7 +311,7 @@ def test_on_repeated_rows_the_rule_keeps_likelihood_points_of_a_few_common_sizes
         seen.clear()
         bke.BayesAggregate()(X, Y, key=jax.random.key(seed))
         for n, m in seen:
-            assert n == 600 - m or (n == hyper._common_size(n) and n < 600 - m), (n, m)
+            assert n == 600 - m or (n == _common_size(n) and n < 600 - m), (n, m)
             counts.setdefault(m, set()).add(n)
         pooled = np.vstack([X, Y])
         post = bke.lengthscale_posterior(pooled, key=jax.random.key(seed), m=30)

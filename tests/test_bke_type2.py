@@ -153,6 +153,14 @@ def test_held_out_inducing_points_are_distinct_and_take_their_copies_with_them()
     np.testing.assert_array_equal(np.asarray(X0), (base + 1e-3 * np.arange(40)[:, None])[order[10:]])
     fit = fit_type2(X, Z)   # the pseudolikelihood is finite on the result
     assert np.isfinite(fit.log_likelihood)
+    # common_size: the same inducing points, and the first of the same likelihood points, of one of eight sizes per
+    # octave (85 rows - 20 inducing points and copies = 65 -> 64); without repeats nothing changes
+    Xc, Zc = hold_out_inducing(data, jax.random.key(1), m=10, common_size=True)
+    np.testing.assert_array_equal(np.asarray(Zc), Z)
+    assert X.shape[0] == 65 and Xc.shape[0] == 64
+    np.testing.assert_array_equal(np.asarray(Xc), X[:64])
+    np.testing.assert_array_equal(np.asarray(hold_out_inducing(base + 1e-3 * np.arange(40)[:, None], jax.random.key(1),
+                                                               m=10, common_size=True)[0]), np.asarray(X0))
     Xh, Zh = herding_inducing(data, 6)
     Xh, Zh = np.asarray(Xh), np.asarray(Zh)
     assert len(np.unique(Zh, axis=0)) == 6 and not (Xh[:, None, :] == Zh[None]).all(-1).any()

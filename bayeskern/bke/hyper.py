@@ -38,15 +38,6 @@ class LengthscalePosterior:
     m: int
 
 
-def _common_size(n: int) -> int:
-    """The largest of eight sizes per octave not above n: a multiple of 2^(k - 3) for n in [2^k, 2^(k + 1)), k >= 4
-    (at most an eighth fewer); n itself below 16."""
-    if n < 16:
-        return n
-    step = 1 << (n.bit_length() - 4)
-    return n - n % step
-
-
 @jax.jit
 def _curve(objective, grid, tau2):
     return jax.lax.map(lambda theta: objective(theta, tau2), grid)
@@ -114,13 +105,10 @@ def lengthscale_posterior(X, *, key, m: int | None = None, tau2=1.0, grid=None, 
 def spanned_posterior(X, key, m, tau2, grid, size, *, common_size: bool = False) -> LengthscalePosterior:
     """:func:`lengthscale_posterior` of a checked sample already in its span coordinates (no second projection).
 
-    With ``common_size``, when copies of the inducing points left the likelihood points (repeated rows: how many
-    depends on the data), a random subset of them of ``_common_size`` points is kept, so that samples of one
-    size and span share the compiled curve instead of compiling it again for each count.
+    ``common_size`` as in :func:`hold_out_inducing`: samples of one size and span with repeated rows then share the
+    compiled curve instead of compiling it again for each count of likelihood points.
     """
-    X_rest, Z = hold_out_inducing(X, key, m)
-    if common_size and X_rest.shape[0] + Z.shape[0] < X.shape[0]:
-        X_rest = np.asarray(X_rest)[: _common_size(X_rest.shape[0])]   # in hold_out_inducing's random order
+    X_rest, Z = hold_out_inducing(X, key, m, common_size=common_size)
     objective = SEPseudolikelihood.build(X_rest, Z)
     if grid is None:
         med = float(median_heuristic(X, key=jax.random.fold_in(key, 1)))

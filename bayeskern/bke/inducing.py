@@ -34,7 +34,7 @@ def default_num_inducing(N: int, D: int) -> int:
     return min(100, max(D, N // 10))
 
 
-def hold_out_inducing(X, key, m: int | None = None):
+def hold_out_inducing(X, key, m: int | None = None, *, common_size: bool = False):
     """Split a sample into likelihood points and m held-out inducing points, uniformly at random.
 
     The inducing points must not enter the pseudolikelihood (their own volume term vanishes); the full X stays
@@ -47,9 +47,13 @@ def hold_out_inducing(X, key, m: int | None = None):
         key: PRNG key.
         m: number of inducing points, at least 1 and below the number of distinct rows (default
             :func:`default_num_inducing` of the number of distinct rows).
+        common_size: when copies of the inducing points left the likelihood points (how many depends on the data),
+            keep a random subset of those of one of eight sizes per octave (at most an eighth fewer), so that
+            samples of one size give arrays of a few shapes and share compiled programs.
 
     Returns:
-        (X_rest, Z): arrays of shapes (N - m - copies of Z, D) and (m, D); without repeated rows (N - m, D).
+        (X_rest, Z): arrays of shapes (N - m - copies of Z, D) (with ``common_size``: that count rounded down to
+        one of eight sizes per octave) and (m, D); without repeated rows (N - m, D).
 
     Raises:
         ValueError: for non-finite inputs, m below 1, or m not below the number of distinct rows.
@@ -64,7 +68,18 @@ def hold_out_inducing(X, key, m: int | None = None):
         seen = ids[order]
         firsts = np.sort(np.unique(seen, return_index=True)[1])[:m]   # the first m distinct values met
         rest, inducing = order[~np.isin(seen, seen[firsts])], order[firsts]
+        if common_size and len(rest) + m < len(order):    # copies left: a random subset (rest is in random order)
+            rest = rest[: _common_size(len(rest))]
     return jax.device_put(values[rest]), jax.device_put(values[inducing])
+
+
+def _common_size(n: int) -> int:
+    """The largest of eight sizes per octave not above n: a multiple of 2^(k - 3) for n in [2^k, 2^(k + 1)), k >= 4
+    (at most an eighth fewer); n itself below 16."""
+    if n < 16:
+        return n
+    step = 1 << (n.bit_length() - 4)
+    return n - n % step
 
 
 def herding_inducing(X, m: int | None = None, *, kernel: Kernel | None = None,
