@@ -428,6 +428,8 @@ def test_the_fused_form_for_more_inducing_points_than_dimensions_equals_the_gene
             assert float(objective(ls)) == pytest.approx(float(general(X, Z, ls)), rel=1e-12)
             assert float(jax.grad(objective)(ls)) == pytest.approx(float(jax.grad(lambda l: general(X, Z, l))(ls)),
                                                                     rel=1e-10, abs=1e-8)
+    scales = jnp.array([0.1, 0.5, 3.0])     # batched (vectorised chains): the same values
+    np.testing.assert_allclose(jax.vmap(objective)(scales), [float(objective(ls)) for ls in scales], rtol=1e-12)
 
 
 def test_the_fused_one_dimensional_form_equals_the_general_pass():
