@@ -212,9 +212,7 @@ def narrow_inputs(X, Z):
 def _narrow_inputs(X, Z):
     d2, dz2 = squared_distances(X, Z), squared_distances(Z, Z)
     n, (m, D) = X.shape[0], Z.shape
-    size = max(1, min(n, _CACHE_ENTRIES // (m * D)))
-    pad = (-n) % size
-    Xp = jnp.concatenate([X, jnp.broadcast_to(X[:1], (pad, D))]).reshape(-1, size, D)
+    Xp = _point_blocks(X, m * D)
 
     def block(Xb):
         A = Xb[:, None, :] - Z[None, :, :]                                              # (size, m, D)
@@ -229,17 +227,20 @@ def _narrow_inputs(X, Z):
     return d2, dz2, W, spanned_at, chosen, completed, log_det
 
 
+def _point_blocks(a, entries_per_point):
+    """a (n, ...) as (blocks, size, ...) with size points per block (the last block padded with copies of the first
+    point; the caller drops them), size chosen so that a block of (size, m, D) arrays stays in cache."""
+    n = a.shape[0]
+    size = max(1, min(n, _CACHE_ENTRIES // entries_per_point))
+    padded = jnp.concatenate([a, jnp.broadcast_to(a[:1], ((-n) % size,) + a.shape[1:])])
+    return padded.reshape((-1, size) + a.shape[1:])
+
+
 def _se_narrow_pseudolikelihood(lengthscale, d2, dz2, W, spanned_at, chosen, completed, log_det, tau2, dim):
     """L(l, tau2) for m > D from the inputs of :func:`narrow_inputs`: the Gaussian term as for m <= D and
     log gamma_i = sum_S log k_s + log |det A_S| - 2 r log l + 0.5 log det(I + C^T C), r the rank of the rows."""
     n, m, D = W.shape
     gaussian, ok = _se_gaussian_term(lengthscale, d2, dz2, tau2, dim)
-    size = max(1, min(n, _CACHE_ENTRIES // (m * D)))
-    pad = (-n) % size
-
-    def blocked(a):
-        return jnp.concatenate([a, jnp.broadcast_to(a[:1], (pad,) + a.shape[1:])]).reshape((-1, size) + a.shape[1:])
-
     def block(args):
         d2b, Wb, spanned_b, chosen_b, completed_b, log_det_b = args
         log_k = -0.5 * d2b / lengthscale**2
@@ -252,5 +253,6 @@ def _se_narrow_pseudolikelihood(lengthscale, d2, dz2, W, spanned_at, chosen, com
         return (jnp.sum(log_k_S, axis=-1) + log_det_b - 2.0 * rank * jnp.log(lengthscale)
                 + 0.5 * _logdet_spd(inner))
 
-    volumes = jax.lax.map(block, tuple(blocked(a) for a in (d2, W, spanned_at, chosen, completed, log_det)))
+    inputs = (d2, W, spanned_at, chosen, completed, log_det)
+    volumes = jax.lax.map(block, tuple(_point_blocks(a, m * D) for a in inputs))
     return jnp.where(ok, gaussian + jnp.sum(volumes.reshape(-1)[:n]), -jnp.inf)
