@@ -14,7 +14,7 @@ from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTu
 from bayeskern.kbr.multistep import iterated_forecasts
 
 from .diagnostics import Diagnostics
-from .forecast import CalibrationWarning, _hyperparameter_posterior, _warn_clipped, _warn_fallback
+from .forecast import CalibrationWarning, _hyperparameter_posterior, _sampled, _warn_clipped
 
 __all__ = ["ForecastAhead", "forecast_ahead"]
 
@@ -139,7 +139,8 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         RuntimeError: when float64 is off.
 
     Warns:
-        TuningWarning: a baseline forecasts (no filter beat persistence and the training mean on validation).
+        TuningWarning: a baseline forecasts (no filter beat persistence and the training mean on validation), or
+            ``bayesian=True`` is not honoured (a baseline, or a filter exact on validation, leaves nothing to sample).
         CalibrationWarning: the calibration errors are too few for the level at some horizon (tail rule).
         ReadoutWarning: the filter's read-out was clipped at some future step.
     """
@@ -157,7 +158,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     index = _future_index(dates, steps)
     V = _validation_size(T, n_val, "y", reserve=steps)
     tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
-    _warn_fallback(tuning, bayesian)
+    bayesian = _sampled(tuning, bayesian)
     C = _calibration_size(T, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
@@ -166,7 +167,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     end = T - V                                      # calibration origins end-C .. end-1, errors inside the block
     origins = np.arange(end - C, end)
     mcmc = None
-    if bayesian and tuning.best is not None:
+    if bayesian:
         run = _hyperparameter_posterior(values, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
                                         progress_bar)
         (paths, cal_scale), (future, future_scale, clipped) = _posterior_fans(
@@ -235,6 +236,11 @@ def _future_index(index, steps: int):
     if index is None:
         return None
     import pandas as pd
+
+    if isinstance(index, (pd.PeriodIndex, pd.DatetimeIndex)) and not (index.is_monotonic_increasing
+                                                                      and index.is_unique):
+        raise ValueError("y's dates must increase strictly (the last row is the latest step): sort them with "
+                         "y.sort_index() and remove repeated dates")
 
     if isinstance(index, pd.PeriodIndex):
         return pd.period_range(index[-1] + 1, periods=steps, freq=index.freq, name=index.name)

@@ -130,7 +130,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
 
     Warns:
         TuningWarning: a baseline forecasts (no filter beat both on validation); with ``bayesian=True`` no NUTS
-            run then takes place.
+            run then takes place, nor when the chosen filter forecasts the validation steps exactly.
         ReadoutWarning: read-outs clipped at some test steps.
         CalibrationWarning: the calibration scores are too few for the level itself (fewer than
             level / (1 - level)); ``widened`` flags every step of the tail rule, also those the adaptation led to.
@@ -151,8 +151,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     V = _validation_size(T, n_val, "y_train", reserve=_MIN_CALIBRATION)
     tuning = tune_forecaster(y_train, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION_FIT)
-    _warn_fallback(tuning, bayesian)
-    if bayesian and tuning.best is not None:
+    if _sampled(tuning, bayesian):
         keys = jax.random.split(key, 3)
         mean, scale, clipped, calibration, diagnostics = _bayesian(
             y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar, rank)
@@ -171,13 +170,27 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
                     conformal.widened, diagnostics, time.perf_counter() - start)
 
 
-def _warn_fallback(tuning, bayesian: bool) -> None:
-    """The TuningWarning of a baseline forecaster (the caller's caller is warned)."""
+def _sampled(tuning, bayesian: bool) -> bool:
+    """Whether the Bayesian average runs: ``bayesian`` and a filter to sample whose validation errors are not zero to
+    rounding (an exact forecaster, e.g. of a strictly periodic series, leaves the noise scale no value above 0). A
+    TuningWarning (to the caller's caller) says when a baseline forecasts, and why ``bayesian=True`` was not
+    honoured."""
     if tuning.best is None:
         warnings.warn(f"no filter beat both persistence and the training mean on the {tuning.num_validation} "
                       f"validation steps: {tuning.fallback} forecasts"
                       + (" (no Bayesian average: there is no filter to sample)" if bayesian else ""),
                       TuningWarning, stacklevel=3)
+        return False
+    if bayesian and tuning.best.mse <= _EXACT_MSE:
+        warnings.warn(f"the chosen forecaster ({tuning.best.design.label}) forecasts the {tuning.num_validation} "
+                      "validation steps exactly: there is no noise to sample, so the validated filter forecasts "
+                      "(no Bayesian average)", TuningWarning, stacklevel=3)
+        return False
+    return bayesian
+
+
+_EXACT_MSE = 1e-20
+"""Validation mean squared errors (standardised units) at or below this are exact forecasts, to rounding."""
 
 
 def _warn_clipped(clipped, kind: str) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from bayeskern.cli import main
-from bayeskern.inference import CalibrationWarning, forecast_ahead
+from bayeskern.inference import CalibrationWarning, forecast_ahead, forecast_series
 from bayeskern.kbr import ForecastDesign
 from bayeskern.kbr.forecast import (_build_filter, _design_rows, _forecast_path, _location_scale, _standardised,
                                     tune_forecaster)
@@ -135,6 +135,8 @@ def test_dates_of_a_pandas_series_are_continued_at_their_frequency():
     irregular.index = monthly.index.delete(5).append(pd.DatetimeIndex(["2030-01-01"]))
     with pytest.raises(ValueError, match="without a regular frequency"):
         forecast_ahead(irregular, 3, lags=(1,))
+    with pytest.raises(ValueError, match="dates must increase strictly"):
+        forecast_ahead(monthly[::-1], 3, lags=(1,))          # newest first: the "next" dates would be the past
 
 
 def test_forecast_ahead_refuses_bad_input_and_warns_when_the_calibration_is_thin():
@@ -210,3 +212,23 @@ def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
     y = 5.0 + nonlinear_ar(80, seed=9)
     with pytest.raises(ValueError, match="y of 80 steps leaves .* calibration steps for lags 1-8, levels"):
         forecast_ahead(y, 30, lags=(1, 2, 3, 4, 5, 6, 7, 8), n_val=20, workers=1)
+
+
+def test_constant_and_exactly_periodic_series_are_forecast_exactly_with_zero_width_bands():
+    """Lag vectors that are one point have no distance scale (the filter takes the standardised unit): a constant
+    series is forecast by persistence, a strictly periodic one exactly by its autoregression, each with a band of
+    zero width; ``bayesian=True`` then has no noise to sample and says so."""
+    with pytest.warns(UserWarning, match="persistence forecasts"):
+        flat = forecast_ahead(np.full(80, 3.0), 4, lags=(1, 2, 3, 4), workers=1)
+    assert flat.fallback == "persistence" and np.all(flat.band == 3.0)
+    with pytest.warns(UserWarning, match="persistence forecasts"):
+        one_step = forecast_series(np.full(80, 3.0), np.full(5, 3.0), lags=(1, 2, 3, 4), workers=1)
+    assert np.all(one_step.mean == 3.0) and np.all(one_step.band == 3.0)
+    cycle = np.tile([1.0, 3.0, 2.0, 5.0], 30)
+    fc = forecast_ahead(cycle, 6, lags=(1, 2, 3, 4), workers=1)
+    np.testing.assert_allclose(fc.mean[:, 0], [1.0, 3.0, 2.0, 5.0, 1.0, 3.0], atol=1e-9)
+    np.testing.assert_allclose(fc.band - fc.mean, 0.0, atol=1e-9)
+    with pytest.warns(UserWarning, match="validation steps exactly: there is no noise to sample"):
+        exact = forecast_ahead(cycle, 6, lags=(1, 2, 3, 4), bayesian=True, key=jax.random.key(0), workers=1)
+    assert exact.mcmc is None and np.all(np.isfinite(exact.band))
+    np.testing.assert_allclose(exact.mean, fc.mean)
