@@ -290,7 +290,9 @@ def mmd_test(
     num_features = check_count(num_features, "num_features")
     block_size, max_label_columns = check_count(block_size, "block_size"), check_count(max_label_columns,
                                                                                       "max_label_columns")
-    kernel = choose_kernel(kernel, as_points(X, "X"), as_points(Y, "Y"), key=_derived(key, _BKL_STREAM))
+    points = as_points(X, "X"), as_points(Y, "Y")
+    check_same_dim(*points, "X and Y")
+    kernel = choose_kernel(kernel, *points, key=_derived(key, _BKL_STREAM))
     collection = kernel if isinstance(kernel, KernelCollection) else None
     if collection is not None and estimator == "linear":
         raise ValueError("an aggregated test (kernel='bayes' or a KernelCollection) needs a permutation null: "

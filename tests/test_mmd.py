@@ -170,8 +170,9 @@ def test_bad_inputs(rng):
         bk.mmd2_unbiased(X[:1], X, RBF(1.0))
     with pytest.raises(ValueError, match="Y contains"):
         bk.mmd2_biased(X, np.full((3, 2), np.inf), RBF(1.0))
-    with pytest.raises(ValueError, match="same dimension"):
-        bk.mmd_test(X, X[:, :1], RBF(1.0), key=jax.random.key(0))
+    for rule in (RBF(1.0), "median", "bayes"):     # checked before a kernel rule pools the samples
+        with pytest.raises(ValueError, match="X and Y must have points of the same dimension"):
+            bk.mmd_test(X, X[:, :1], rule, key=jax.random.key(0))
     with pytest.raises(ValueError, match="estimator must be one of"):
         bk.mmd_test(X, X, RBF(1.0), key=jax.random.key(0), estimator="quadratic")
     with pytest.raises(ValueError, match="n_permutations must be >= 1"):
