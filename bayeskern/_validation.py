@@ -64,10 +64,18 @@ def _count_nonfinite(x):
     return jnp.sum(~jnp.isfinite(x))
 
 
+def _real(x, name: str) -> np.ndarray:
+    """``x`` as a NumPy array of real numbers, or a TypeError naming ``name`` (strings, booleans, complex)."""
+    arr = np.asarray(x)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)):
+        raise TypeError(f"{name} must be a real number, got {x!r}")
+    return arr
+
+
 def check_positive(x, name: str):
     """Raise ``ValueError`` unless every entry of a concrete ``x`` is finite and > 0."""
     if is_concrete(x):
-        arr = np.asarray(x)
+        arr = _real(x, name)
         if arr.size == 0 or not np.all(np.isfinite(arr)) or not np.all(arr > 0):
             raise ValueError(f"{name} must be positive and finite, got {arr.tolist()}")
     return x
@@ -76,7 +84,7 @@ def check_positive(x, name: str):
 def check_nonnegative(x, name: str):
     """Raise ``ValueError`` unless every entry of a concrete ``x`` is finite and >= 0."""
     if is_concrete(x):
-        arr = np.asarray(x)
+        arr = _real(x, name)
         if not np.all(np.isfinite(arr)) or not np.all(arr >= 0):
             raise ValueError(f"{name} must be non-negative and finite, got {arr.tolist()}")
     return x

@@ -7,7 +7,7 @@ from ._config import require_x64
 from .fitted import fitted
 from ._validation import as_finite_array, check_positive, check_same_length, is_concrete, num_points
 from .kernels.base import Kernel
-from .kernels.blockwise import DEFAULT_BLOCK_SIZE, kernel_matvec
+from .kernels.blockwise import DEFAULT_BLOCK_SIZE, check_kernel, kernel_matvec
 from .linalg import cho_solve_psd, cholesky
 
 __all__ = ["KernelEmbedding", "mean_embedding", "witness", "skmse"]
@@ -115,6 +115,7 @@ def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
         KernelEmbedding: a callable RKHS function; ``mu(T)`` evaluates it at (q, d) points blockwise.
 
     Raises:
+        TypeError: for a kernel that is not a bayeskern kernel.
         ValueError: for non-finite inputs or weights of the wrong shape.
 
     Examples:
@@ -124,7 +125,7 @@ def mean_embedding(X, kernel: Kernel, weights=None) -> KernelEmbedding:
         >>> mu(np.zeros((3, 2))).shape
         (3,)
     """
-    X = kernel.prepare(X, "X")
+    X = check_kernel(kernel).prepare(X, "X")
     n = num_points(X)
     if weights is None:
         weights = jnp.full((n,), 1.0 / n)

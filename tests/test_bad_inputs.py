@@ -55,6 +55,8 @@ CASES = [
      "posterior_share must be 1"),
     ("bke.BayesAggregate", "negative tau2", lambda f: bke.BayesAggregate(tau2=-1.0), ValueError, "tau2 must be positive"),
     ("bke.BayesAggregate", "infinite tau2", lambda f: bke.BayesAggregate(tau2=np.inf), ValueError, "tau2"),
+    ("bke.BayesAggregate", "text tau2", lambda f: bke.BayesAggregate(tau2="1"), TypeError, "tau2 must be a real number"),
+    ("mean_embedding", "kernel by name", lambda f: bk.mean_embedding(X, "rbf"), TypeError, "kernel must be a bayeskern kernel"),
     ("bke.span_coordinates", "one repeated point", lambda f: bke.span_coordinates(np.ones((5, 3))), ValueError,
      "every row of X is the same point"),
     ("bke.aggregated_witness", "not an aggregated result", lambda f: bke.aggregated_witness(
