@@ -270,6 +270,11 @@ def test_filter_bad_inputs():
         kbr.KernelBayesFilter.fit(seq.X, seq.Z, method="bogus")
     with pytest.raises(ValueError, match="too short"):
         kbr.tune_kbf(seq.X[:12], seq.Z[:12])
+    constant = jnp.ones_like(seq.X)
+    with pytest.raises(ValueError, match="every row of X is the same point"):
+        kbr.tune_kbf(constant, seq.Z)
+    with pytest.raises(ValueError, match="every row of X is the same point"):
+        kbr.KernelBayesFilter.fit(constant, seq.Z)
     with pytest.raises(ValueError, match="means and Z_true must have the same shape"):  # no silent broadcasting
         kbr.filter_mse(seq.Z_test, seq.Z_test[:, :1])
     assert kbr.filter_mse(seq.Z_test + 0.5, seq.Z_test) == pytest.approx(0.5)  # summed over the 2 coordinates

@@ -210,7 +210,7 @@ class KernelBayesFilter:
         c_x, c_z = (c if c_x is None else c_x), (c if c_z is None else c_z)
         check_positive(c_x, "c_x")
         check_positive(c_z, "c_z")
-        return cls.build(X, Z, c_x * median_heuristic(X), c_z * median_heuristic(Z), lam, eta, lam_prime,
+        return cls.build(X, Z, c_x * _median_scale(X, "X"), c_z * _median_scale(Z, "Z"), lam, eta, lam_prime,
                          method=method, rank=rank)
 
     @property
@@ -600,7 +600,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         for value in grid:
             check_positive(value, name)
     X_fit, Z_fit, X_val, Z_val = _validation_split(X, Z, n_val, k)
-    med_x, med_z = median_heuristic(X_fit), median_heuristic(Z_fit)
+    med_x, med_z = _median_scale(X_fit, "X"), _median_scale(Z_fit, "Z")
     baselines = _baseline_mse(Z_fit, Z_val)
     scores, rejected, step_errors = {}, {}, {}
     for c in c_grid:
@@ -625,7 +625,7 @@ def tune_kbf(X, Z, *, method: str = "iw", c_grid=(0.5, 1.0, 2.0), lam_grid=None,
         in_range = {key: v for key, v in scores.items() if rejected.get(key) != "out of range"}
         admissible = in_range or scores
     c, lam = _most_regularised_within_one_se(admissible, step_errors)
-    med_x, med_z = median_heuristic(X), median_heuristic(Z)
+    med_x, med_z = _median_scale(X, "X"), _median_scale(Z, "Z")
     eta = _loo_eta(Z, c * med_z, eta_grid, num_priors, k)
     kbf = KernelBayesFilter.build(X, Z, c * med_x, c * med_z, lam, eta, method=method, rank=rank)
     return TuneResult(kbf, c, lam, eta, scores, rejected, baselines)
@@ -650,6 +650,16 @@ def _most_regularised_within_one_se(scores: dict, step_errors: dict) -> tuple:
 RANGE_MARGIN = 0.1
 """Tuning refuses a candidate whose validation means leave the training range by more than this share of the range
 (on either side): far outside every atom, the importance weights have exploded."""
+
+
+def _median_scale(A, name: str) -> float:
+    """The median heuristic of the rows of ``A``, or a ValueError naming ``name`` when they are all one point (no
+    distance to scale a kernel by)."""
+    A = np.asarray(A)
+    if np.all(A == A[:1]):
+        raise ValueError(f"every row of {name} is the same point, so the median heuristic gives no bandwidth: pass "
+                         "bandwidths to KernelBayesFilter.build")
+    return median_heuristic(A)
 
 
 class TuningWarning(UserWarning):
@@ -702,7 +712,7 @@ def tune_feature_filter(X, Z, train, *, c: float = 1.0, lam_grid=LAMBDA_GRIDS["i
     check_positive(c, "c")
 
     def fitted(X, Z, lam):
-        sigma_z = c * median_heuristic(Z)
+        sigma_z = c * _median_scale(Z, "Z")
         eta = _loo_eta(Z, sigma_z, eta_grid, num_priors, k)
         psi = train(X, Z, lam, sigma_z)
         return KernelBayesFilter.build(X, Z, FeatureKernel(psi), sigma_z, lam, eta), eta
