@@ -307,7 +307,7 @@ def test_a_validation_block_over_half_the_series_is_refused_by_name():
 def test_designs_scored_together_score_as_each_alone(monkeypatch):
     """The automatic search pads every design's lag vectors with zero columns to the widest design's, so all its
     filters have one set of shapes (compiled once); each design's validation error is the one it has alone. (The
-    filters are built on the last 60 fit steps, so the designs' fit windows have one length too.)"""
+    filters are built on the last 60 fit steps, a window that the longest design's reach does not shorten here.)"""
     import bayeskern.kbr.forecast as forecast
 
     shapes, filter_means = set(), forecast._filter_means
@@ -320,6 +320,20 @@ def test_designs_scored_together_score_as_each_alone(monkeypatch):
         match = together[cand.design]
         assert (match.c, match.lam, match.eta, match.in_range) == (cand.c, cand.lam, cand.eta, cand.in_range)
         assert match.mse == pytest.approx(cand.mse, rel=1e-10)
+
+
+def test_every_design_validates_on_the_same_number_of_fit_rows(monkeypatch):
+    """Where the series is too short for max_fit, every design's validation filter is built on as many (the last)
+    fit rows as the design with the longest reach leaves: one shape for all (compiled once), equal terms."""
+    import bayeskern.kbr.forecast as forecast
+
+    shapes, filter_means = set(), forecast._filter_means
+    monkeypatch.setattr(forecast, "_filter_means",
+                        lambda X, *a: shapes.add(X.shape) or filter_means(X, *a))
+    T, V = 90, 20
+    tuning = tune_forecaster(nonlinear_ar(T, seed=13), n_val=V, workers=1, **FAST)
+    reach = max(cand.design.offset for cand in tuning.candidates)
+    assert reach >= 4 and shapes == {(T - V - reach, max(len(c.design.lags) for c in tuning.candidates))}
 
 
 def _spread_search_matches_the_search_here(monkeypatch, run_jobs):

@@ -404,7 +404,9 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         burn_in: fit steps each validation run filters before the first validation step (the filter starts
             uniform).
         max_fit: the validation filters are built on at most this many (the last) fit steps: an exact filter step
-            costs O(T^3), so long series tune on their recent past (the final filter uses every step).
+            costs O(T^3), so long series tune on their recent past (the final filter uses every step). Every
+            design's validation filter uses the same number of fit steps, no more than the design with the longest
+            reach (lags plus differencing) leaves.
         c_grid: bandwidth multipliers.
         lam_grid: KBR ridges.
         eta_grid: KuLSIF ridges scored by leave-one-out.
@@ -450,7 +452,10 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
                          f"{T - V - short.offset} fit rows")
     designs = [design for design, fit in zip(designs, fits) if fit]
     workers = _design_workers(workers, len(designs))
-    setting = (s, V, max(len(design.lags) for design in designs) * y.shape[1], burn_in, max_fit, tuple(c_grid),
+    # every design's validation filter is built on the same number of (the last) fit rows: the designs compete on
+    # equal terms, and their filters share one set of shapes (compiled once, not once per design's reach)
+    window = min(max_fit, min(T - V - design.offset for design in designs))
+    setting = (s, V, max(len(design.lags) for design in designs) * y.shape[1], burn_in, window, tuple(c_grid),
                tuple(lam_grid), tuple(eta_grid), rank)
     runs = [run for scored in _scored_designs(designs, setting, workers) for run in scored]
     per_design = {}
@@ -539,7 +544,7 @@ def _scored_designs(designs, setting, workers: int) -> list:
 def _score_designs(job, report, stop) -> list:
     """[runs of each design of ``job = (designs, setting)``]: every c and lam of its grid, (Candidate, errors)
     pairs. A worker's target (:func:`bayeskern._workers.run_pinned`); ``stop`` ends it between designs."""
-    designs, (s, V, width, burn_in, max_fit, c_grid, lam_grid, eta_grid, rank) = job
+    designs, (s, V, width, burn_in, window, c_grid, lam_grid, eta_grid, rank) = job
     T, scored = s.shape[0], []
     truth = s[T - V:]
     for design in designs:
@@ -551,7 +556,7 @@ def _score_designs(job, report, stop) -> list:
         pad = ((0, 0), (0, width - X.shape[1]))
         X, Z = np.pad(X, pad), np.pad(Z, pad)
         n_fit = T - V - offset
-        run, fit, runs = slice(n_fit - burn_in, T - offset), slice(max(0, n_fit - max_fit), n_fit), []
+        run, fit, runs = slice(n_fit - burn_in, T - offset), slice(n_fit - window, n_fit), []
         for c in c_grid:
             eta, trend, readouts, bounds = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
             for lam, readout in zip(lam_grid, readouts):
