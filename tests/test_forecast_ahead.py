@@ -177,6 +177,8 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
     (["--column", "visitors", "--lags", "1,x"], "--lags must be"),
     (["--column", "visitors", "--steps", "0"], "--steps must be >= 1"),
     (["--column", "visitors", "--validation", "2"], "--validation must be at most half the series"),
+    (["--column", "visitors", "--season", "1"], "--season must be >= 2"),
+    (["--column", "visitors", "--bayesian", "--chains", "0"], "--chains, --warmup and --samples must be >= 1"),
 ])
 def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv, message, capsys):
     pd.DataFrame({"month": ["2000-01-01", "2000-02-01", "2000-03-01"], "visitors": [1.0, 2.0, 3.0],
@@ -184,6 +186,28 @@ def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv,
     assert main(["forecast", str(tmp_path / "d.csv"), *argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_the_forecast_command_averages_over_nuts_draws_with_bayesian(tmp_path, monkeypatch):
+    """--bayesian runs forecast_ahead(bayesian=True) with the command's seed and sampler settings and reports the
+    sampler's diagnostics (a single chain has no split R-hat: null)."""
+    import bayeskern.inference
+
+    calls, forecast = [], bayeskern.inference.forecast_ahead
+    monkeypatch.setattr(bayeskern.inference, "forecast_ahead", lambda *a, **k: calls.append(k) or forecast(*a, **k))
+    y = 50 + 3 * nonlinear_ar(120, seed=7)
+    pd.DataFrame({"visitors": y}).to_csv(tmp_path / "d.csv", index=False)
+    argv = ["forecast", str(tmp_path / "d.csv"), "--steps", "3", "--lags", "1", "--validation", "25", "--bayesian",
+            "--chains", "1", "--warmup", "10", "--samples", "10", "--seed", "3", "--season", "4",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    (kwargs,) = calls
+    assert kwargs["bayesian"] and (kwargs["num_chains"], kwargs["num_warmup"], kwargs["num_samples"]) == (1, 10, 10)
+    assert kwargs["season"] == 4 and np.array_equal(jax.random.key_data(kwargs["key"]),
+                                                    jax.random.key_data(jax.random.key(3)))
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["forecaster"].startswith("kernel Bayes filter averaged over NUTS draws")
+    assert summary["max_split_rhat"] is None and summary["min_ess_bulk"] > 0 and summary["divergences"] >= 0
 
 
 def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_horizon(monkeypatch):

@@ -5,13 +5,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import CLIError, check, pyplot, report, write_summary
+from ._io import CLIError, add_seed_and_out, check, pyplot, report, write_summary
 
 __all__ = ["add_parsers"]
 
 
 def _run(args):
     import warnings
+
+    import jax
 
     from bayeskern.inference import forecast_ahead
 
@@ -22,9 +24,12 @@ def _run(args):
            + (f", {_label(series.index[0])} to {_label(series.index[-1])}" if _dated(series) else "")
            + f"; tuning the forecaster and calibrating {args.steps} horizons")
     t0 = time.perf_counter()
+    sampling = dict(bayesian=True, key=jax.random.key(args.seed), num_chains=args.chains, num_warmup=args.warmup,
+                    num_samples=args.samples, progress_bar=True) if args.bayesian else {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        fc = forecast_ahead(series, args.steps, level=args.level, lags=args.lags, n_val=args.validation)
+        fc = forecast_ahead(series, args.steps, level=args.level, lags=args.lags, season=args.season,
+                            n_val=args.validation, **sampling)
     notes = sorted({f"{w.category.__name__}: {w.message}" for w in caught if w.category.__module__.startswith(
         ("bayeskern", "inference"))})
     for note in notes:
@@ -39,15 +44,25 @@ def _run(args):
     summary = {"title": f"{args.steps}-step forecast of {series.name!r} in {args.data}", "observations": int(
         series.shape[0]), "steps": args.steps, "level": args.level,
         "first_forecast": _label(frame.index[0]), "last_forecast": _label(frame.index[-1]),
-        "forecaster": "kernel Bayes filter" if design else f"{fc.fallback} (no filter beat it on validation)",
+        "forecaster": (f"{fc.fallback} (no filter beat it on validation)" if design is None else
+                       "kernel Bayes filter averaged over NUTS draws of its hyperparameters" if fc.mcmc is not None
+                       else "kernel Bayes filter"),
         "lags": list(design.lags) if design else None, "design": design.label if design else None,
         "validation_steps": int(fc.tuning.num_validation),
         "calibration_errors_per_horizon": fc.calibration_counts.tolist(),
         "tail_rule_horizons": (np.flatnonzero(fc.widened.any(axis=1)) + 1).tolist(),
         "clipped_steps": (np.flatnonzero(fc.clipped) + 1).tolist(), "warnings": notes,
         "seconds": round(time.perf_counter() - t0, 3)}
+    if fc.mcmc is not None:       # a single chain has no split R-hat: null
+        summary.update(max_split_rhat=_finite(fc.mcmc.max_rhat), min_ess_bulk=_finite(fc.mcmc.min_ess_bulk),
+                       divergences=int(fc.mcmc.divergences))
     write_summary(out, summary, [table, figure])
     return summary
+
+
+def _finite(value):
+    """A float for JSON, or None where it is not finite."""
+    return float(value) if np.isfinite(value) else None
 
 
 def _read_series(path: str, column, date):
@@ -139,6 +154,8 @@ def _check(args):
     check(0 < args.level < 1, "--level must lie in (0, 1)")
     check(args.history >= 1, "--history must be >= 1")
     check(args.validation is None or args.validation >= 1, "--validation must be >= 1")
+    check(args.season is None or args.season >= 2, "--season must be >= 2")
+    check(min(args.chains, args.warmup, args.samples) >= 1, "--chains, --warmup and --samples must be >= 1")
 
 
 def add_parsers(sub) -> None:
@@ -157,7 +174,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--lags", default="auto", help="'auto' (default) or comma-separated lags such as 1,2,12")
     p.add_argument("--validation", type=int, default=None,
                    help="validation steps (default min(200, max(20, T/5)))")
+    p.add_argument("--season", type=int, default=None,
+                   help="seasonal period, e.g. 12 for monthly data (default: from the autocorrelation)")
     p.add_argument("--history", type=int, default=120, help="observed steps shown in the fan chart (default 120)")
-    p.add_argument("--out", default="bayeskern-out", help="folder for the outputs (default ./bayeskern-out)")
-    p.add_argument("--force", action="store_true", help="overwrite output files already in --out")
+    p.add_argument("--bayesian", action="store_true",
+                   help="average the forecasts over NUTS draws of the filter's hyperparameters (slower)")
+    p.add_argument("--chains", type=int, default=2, help="--bayesian: NUTS chains (default 2)")
+    p.add_argument("--warmup", type=int, default=200, help="--bayesian: NUTS warm-up iterations per chain (default 200)")
+    p.add_argument("--samples", type=int, default=200, help="--bayesian: NUTS draws per chain (default 200)")
+    add_seed_and_out(p, "--bayesian: seed of the sampler (default 0)")
     p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "forecast.csv", "forecast.png"])
