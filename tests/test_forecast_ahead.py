@@ -170,6 +170,17 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
     np.testing.assert_allclose(table["mean"], fc.mean[:, 0], rtol=1e-12)
 
 
+def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregular(tmp_path, capsys):
+    """01/02/2000 read month first is January 2, which makes monthly dates irregular; read day first they are the
+    first of each month, and the command says which reading it took."""
+    y = 50 + 3 * nonlinear_ar(100, seed=6)
+    dates = pd.date_range("2000-01-01", periods=100, freq="MS")
+    pd.DataFrame({"month": dates.strftime("%d/%m/%Y"), "visitors": y}).to_csv(tmp_path / "d.csv", index=False)
+    assert main(["forecast", str(tmp_path / "d.csv"), "--steps", "2", "--lags", "1", "--out", str(tmp_path / "o")]) == 0
+    assert "read the dates in 'month' day first (01/02/2000 is 2000-02-01)" in capsys.readouterr().err
+    assert list(pd.read_csv(tmp_path / "o" / "forecast.csv")["month"]) == ["2008-05-01", "2008-06-01"]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--column", "nope"], "no column 'nope'"),
     (["--column", "month"], "does not hold numbers"),

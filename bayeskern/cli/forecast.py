@@ -92,12 +92,30 @@ def _read_series(path: str, column, date):
         raise CLIError(f"--date: {date!r} is not a column of dates in {path}")
     if date is None:
         return pd.Series(values.to_numpy(float), name=column)
-    index = pd.DatetimeIndex(pd.to_datetime(table[date]), name=date)
-    check(index.is_monotonic_increasing and index.is_unique, f"--date: the dates in {date!r} must increase")
-    index = pd.DatetimeIndex(index, freq="infer") if len(index) >= 3 else index
-    check(index.freq is not None, f"--date: the dates in {date!r} have no regular frequency (gaps or irregular "
-                                  "steps)")
+    index = _regular(pd.to_datetime(table[date], format="mixed"), date)
+    if index is None:        # 03/04/2000 reads month first; day first may be the regular reading
+        index = _regular(pd.to_datetime(table[date], format="mixed", dayfirst=True), date)
+        if index is not None:
+            differ = pd.to_datetime(table[date], format="mixed").to_numpy() != index.to_numpy()
+            i = int(np.argmax(differ))
+            report(f"--date: read the dates in {date!r} day first ({table[date].iloc[i]} is "
+                   f"{index[i].strftime('%Y-%m-%d')})")
+    if index is None:
+        raw = pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed"))
+        check(raw.is_monotonic_increasing and raw.is_unique, f"--date: the dates in {date!r} must increase")
+        raise CLIError(f"--date: the dates in {date!r} have no regular frequency (gaps or irregular steps)")
     return pd.Series(values.to_numpy(float), index=index, name=column)
+
+
+def _regular(dates, name: str):
+    """The dates as a DatetimeIndex with the frequency pandas infers, or None when they do not increase at one."""
+    import pandas as pd
+
+    index = pd.DatetimeIndex(dates, name=name)
+    if len(index) < 3 or not (index.is_monotonic_increasing and index.is_unique):
+        return None
+    index = pd.DatetimeIndex(index, freq="infer")
+    return index if index.freq is not None else None
 
 
 def _all_dates(column) -> bool:
