@@ -92,26 +92,25 @@ def _read_series(path: str, column, date):
         raise CLIError(f"--date: {date!r} is not a column of dates in {path}")
     if date is None:
         return pd.Series(values.to_numpy(float), name=column)
-    index = _regular(pd.to_datetime(table[date], format="mixed"), date)
+    month_first = pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed"), name=date)
+    index = _regular(month_first)
     if index is None:        # 03/04/2000 reads month first; day first may be the regular reading
-        index = _regular(pd.to_datetime(table[date], format="mixed", dayfirst=True), date)
+        index = _regular(pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed", dayfirst=True), name=date))
         if index is not None:
-            differ = pd.to_datetime(table[date], format="mixed").to_numpy() != index.to_numpy()
-            i = int(np.argmax(differ))
+            i = int(np.argmax(month_first != index))
             report(f"--date: read the dates in {date!r} day first ({table[date].iloc[i]} is "
                    f"{index[i].strftime('%Y-%m-%d')})")
     if index is None:
-        raw = pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed"))
-        check(raw.is_monotonic_increasing and raw.is_unique, f"--date: the dates in {date!r} must increase")
+        check(month_first.is_monotonic_increasing and month_first.is_unique,
+              f"--date: the dates in {date!r} must increase")
         raise CLIError(f"--date: the dates in {date!r} have no regular frequency (gaps or irregular steps)")
     return pd.Series(values.to_numpy(float), index=index, name=column)
 
 
-def _regular(dates, name: str):
-    """The dates as a DatetimeIndex with the frequency pandas infers, or None when they do not increase at one."""
+def _regular(index):
+    """The DatetimeIndex with the frequency pandas infers, or None when its dates do not increase at one."""
     import pandas as pd
 
-    index = pd.DatetimeIndex(dates, name=name)
     if len(index) < 3 or not (index.is_monotonic_increasing and index.is_unique):
         return None
     index = pd.DatetimeIndex(index, freq="infer")

@@ -652,11 +652,13 @@ RANGE_MARGIN = 0.1
 (on either side): far outside every atom, the importance weights have exploded."""
 
 
-def _median_scale(A, name: str) -> float:
-    """The median heuristic of the rows of ``A``, or a ValueError naming ``name`` when they are all one point (no
-    distance to scale a kernel by)."""
+def _median_scale(A, name: str, *, default: float | None = None) -> float:
+    """The median heuristic of the rows of ``A``; when they are all one point (no distance to scale a kernel by),
+    ``default``, or without one a ValueError naming ``name``."""
     A = np.asarray(A)
     if np.all(A == A[:1]):
+        if default is not None:
+            return default
         raise ValueError(f"every row of {name} is the same point, so the median heuristic gives no bandwidth: pass "
                          "bandwidths to KernelBayesFilter.build")
     return median_heuristic(A)

@@ -15,8 +15,7 @@ import numpy as np
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
 from .._workers import run_pinned, usable_cores
-from ..kernels.heuristics import median_heuristic
-from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta,
+from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarning, _loo_eta, _median_scale,
                      _widened_range)
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "ConformalBand", "lag_design", "seasonal_period",
@@ -333,18 +332,13 @@ def _build_filter(X, Z, c, lam, rank, *, eta_grid=ETA_GRID, c_z=None, eta=None, 
     R, ar = _residual_latents(X, Z, X.shape[0])
     first = 0 if window is None else max(0, X.shape[0] - window)
     X, R = X[first:], R[first:]
-    sigma_z = (c if c_z is None else c_z) * _distance_scale(R)
+    # lag vectors that are one point (a constant differenced series: a constant or strictly periodic one) have no
+    # distance scale; the standardised unit serves, and the forecasts come from the differencing and the
+    # autoregression alone
+    sigma_z = (c if c_z is None else c_z) * _median_scale(R, "R", default=1.0)
     eta = _loo_eta(R, sigma_z, eta_grid, 20, 10) if eta is None else eta
-    kbf = KernelBayesFilter.build(X, R, c * _distance_scale(X), sigma_z, lam, eta, rank=rank)
+    kbf = KernelBayesFilter.build(X, R, c * _median_scale(X, "X", default=1.0), sigma_z, lam, eta, rank=rank)
     return kbf, ar, tuple(np.asarray(b) for b in _widened_range(R[:, :d])), eta
-
-
-def _distance_scale(points) -> float:
-    """The median distance of the rows (:func:`~bayeskern.median_heuristic`), or 1 (the standardised unit) when they
-    are all one point: a constant differenced series (a constant or strictly periodic one) has lag vectors without
-    a distance scale, and its forecasts come from the differencing and the autoregression alone."""
-    points = np.asarray(points)
-    return 1.0 if np.all(points == points[:1]) else median_heuristic(points)
 
 
 def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
