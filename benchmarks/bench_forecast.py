@@ -489,6 +489,54 @@ def seasonal_study(seeds=3, steps=12, holdout=50):
     print("mean RMSE over horizons and seeds: " + ", ".join(f"{k} {np.mean(v):.4f}" for k, v in totals.items()))
 
 
+def timing():
+    """Seconds of ``forecast_ahead(y[:fit_end], 12)`` on each series of the horizons panel and of
+    ``forecast_series(y_train, y_test)`` on each of the one-step panel, defaults, in the benchmarks' order in this
+    one process (run it on two commits one after the other for a side-by-side comparison)."""
+    from bayeskern.inference import forecast_ahead
+
+    bk.enable_x64()
+    warnings.simplefilter("ignore")
+    for name, (y, _) in horizon_panel().items():
+        t0 = time.perf_counter()
+        forecast_ahead(y[: len(y) - len(y) // 5], 12)
+        print(f"forecast_ahead   {name:<24} {time.perf_counter() - t0:5.1f} s", flush=True)
+    for name, y in panel().items():
+        n_test = len(y) // 5
+        t0 = time.perf_counter()
+        forecast_series(y[:-n_test], y[-n_test:])
+        print(f"forecast_series  {name:<24} {time.perf_counter() - t0:5.1f} s", flush=True)
+
+
+def combination_study(seeds=3, steps=12):
+    """The design data of the forecast combination: ``forecast_ahead`` on ``synthetic_panel`` (fitted on 400 steps,
+    last 100 held out) and ``seasonal_panel`` (150 / 50), seeds 0..seeds-1; from every held-out origin the forecasts
+    1..``steps`` ahead of the same tuning with its members averaged and with the chosen design alone. Prints the
+    mean RMSE over horizons of both, their ratio, and the geometric mean of the ratios."""
+    from bayeskern.kbr.multistep import iterated_forecasts
+
+    bk.enable_x64()
+    ratios = {}
+    for panel_of, T, holdout in ((synthetic_panel, 500, 100), (seasonal_panel, 200, 50)):
+        for seed in range(seeds):
+            for name, series in panel_of(seed=seed).items():
+                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
+                fit_end = T - holdout
+                origins = np.arange(fit_end, T - steps + 1)
+                fc, seconds, paths, _ = _kbf_fans(y, fit_end, origins, steps)
+                alone, _ = iterated_forecasts(y[:, None], fc.tuning._replace(members=fc.tuning.members[:1]),
+                                              fit_end, origins, steps)
+                truth = np.stack([y[o: o + steps] for o in origins])
+                both = [np.sqrt(np.mean((p - truth) ** 2, axis=0)).mean() for p in (paths, alone[:, :, 0])]
+                ratios[f"{name} seed {seed}"] = both[0] / both[1]
+                print(f"{name:<28} seed {seed}  {len(fc.tuning.members)} members; mean RMSE over horizons: chosen "
+                      f"design {both[1]:.4f}, average {both[0]:.4f} ({both[0] / both[1]:.3f}); {seconds:.0f} s",
+                      flush=True)
+    r = np.array(list(ratios.values()))
+    print(f"geometric mean of the ratios {np.exp(np.mean(np.log(r))):.3f}; better {np.sum(r < 0.999)}, worse "
+          f"{np.sum(r > 1.001)}, largest {r.max():.3f}")
+
+
 def n_val_sweep(names, sizes=(30, 49, 60, 100)):
     """The validated forecaster at several validation sizes: its test RMSE over persistence's, and its validation
     MSE over persistence's (below 1 by construction, or the baseline itself)."""
@@ -566,6 +614,10 @@ if __name__ == "__main__":
                         help="rolling-origin forecasts 1-12 steps ahead against AR, SARIMAX, ETS, seasonal naive")
     parser.add_argument("--seasonal", action="store_true",
                         help="forecast_ahead on simulated seasonal series (the seasonal transforms' design data)")
+    parser.add_argument("--timing", action="store_true",
+                        help="seconds of forecast_ahead and forecast_series per series, defaults")
+    parser.add_argument("--combination", action="store_true",
+                        help="forecast combination against the chosen design on the simulated series (design data)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
@@ -573,6 +625,10 @@ if __name__ == "__main__":
         horizons(args.out, names=args.series, json_out=args.json)
     elif args.seasonal:
         seasonal_study()
+    elif args.combination:
+        combination_study()
+    elif args.timing:
+        timing()
     elif args.gamma_study:
         gamma_study()
     elif args.long:

@@ -13,10 +13,10 @@ import numpy as np
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
 from bayeskern.kbr.filter import ReadoutWarning, TuningWarning, _widened_range
-from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration_errors,
-                                    _calibration_size, _check_tuning_arguments, _design_rows, _forecast_path, _location_scale,
-                                    _residual_latents, _standardised, _validation_size, conformal_band,
-                                    tune_forecaster)
+from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration_size,
+                                    _check_tuning_arguments, _design_rows, _location_scale, _residual_latents,
+                                    _standardised, _validation_size, conformal_band, tune_forecaster)
+from bayeskern.kbr.multistep import _calibration_errors, _forecast_path
 from bayeskern.models.kbf import kbf_hyper_model, split_for_validation
 
 from .diagnostics import Diagnostics
@@ -82,14 +82,16 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     differences and the filter's hyperparameters are chosen on the last V validation steps of ``y_train``
     (:func:`bayeskern.kbr.tune_forecaster`: the filter models what a least-squares autoregression on the lags
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never
-    chosen; when none does, that baseline forecasts, ``fallback`` says which and a warning is raised). With
+    chosen; when none does, that baseline forecasts, ``fallback`` says which and a warning is raised). The forecast
+    averages the chosen design's forecaster with those of the designs validation cannot tell from it
+    (``tuning.members``). With
     ``bayesian=True`` NUTS samples the filter's hyperparameters (:func:`bayeskern.models.kbf_hyper_model`, started
     at the validated choice) and the forecast averages one filter per draw, each built like the model's filters (on
     the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``); the spread of the
     draws plus each draw's noise scale gives each step its scale. A read-out outside the training residuals' range
     is clipped to it and flagged (``clipped``).
 
-    The band is conformal. Its calibration scores are |error| / scale of the chosen forecaster on the C steps just
+    The band is conformal. Its calibration scores are |error| / scale of the forecaster on the C steps just
     before the validation block (C = V, fewer on short series), refitted on the steps before them, so that
     neither the fit nor the choice saw them; the test steps already revealed join them, and the level adapts after
     every step (:func:`bayeskern.kbr.conformal_band`). The band is finite at every step: where the scores are too
@@ -101,8 +103,8 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         key: PRNG key (needed when ``bayesian``).
         level: coverage target of the band, in (0, 1).
         lags: ``"auto"`` or an explicit lag set such as ``(1, 2, 12)``.
-        bayesian: average over NUTS draws of the hyperparameters (else the validated filter alone, the default:
-            on the benchmark panel the average is slower and no more accurate).
+        bayesian: average over NUTS draws of the chosen design's hyperparameters (else the validated designs'
+            forecasters, the default: on the benchmark panel the NUTS average is slower and no more accurate).
         season: seasonal period of the automatic lags and of the seasonal differences; default from the
             autocorrelation of the differences.
         n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).

@@ -10,8 +10,9 @@ import pytest
 
 from bayeskern import kbr
 from bayeskern.inference import CalibrationWarning, forecast_series
-from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _aic_order, _design_rows, _designs, _forecast_path,
+from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _aic_order, _design_rows, _designs,
                                     _standardised, conformal_band, lag_design, seasonal_period, tune_forecaster)
+from bayeskern.kbr.multistep import _forecast_path
 
 FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
 
@@ -437,37 +438,49 @@ def test_a_baseline_forecaster_is_flagged_and_warned_and_nothing_is_sampled(monk
 
 
 def test_read_outs_out_of_the_training_range_are_clipped_and_flagged(monkeypatch):
-    import bayeskern.kbr.forecast as forecast
+    """With the read-out's range moved to cut off only the largest read-out of the test steps, that step alone is
+    clipped and flagged, its forecast moved by exactly the part cut off."""
+    import bayeskern.kbr.multistep as multistep
 
     y = nonlinear_ar(160, seed=15)
     tuning = tune_forecaster(y[:130], lags=(1,), n_val=30, **FAST)
-    true_means = forecast._filter_means
+    tuning = tuning._replace(members=(tuning.best,))
+    true_setting = multistep._filter_setting
+    bounds = {}
 
-    def exploding(X, Z, X_run, *args):
-        eta, trend, [readout], (low, high) = true_means(X, Z, X_run, *args)
-        readout = readout.copy()
-        readout[-5] = high + 100.0   # test step 25 explodes upwards
-        return eta, trend, [readout], (low, high)
+    def with_bounds(*args, **kwargs):
+        return true_setting(*args, **kwargs)[:-1] + (bounds["now"],)
 
-    monkeypatch.setattr(forecast, "_filter_means", exploding)
+    monkeypatch.setattr(multistep, "_filter_setting", with_bounds)
+    paths = {}
+    for name, limits in (("free", (-np.inf, np.inf)), ("zero", (0.0, 0.0))):
+        bounds["now"] = (np.array([limits[0]]), np.array([limits[1]]))
+        paths[name], flags = _forecast_path(y[:130, None], y[130:, None], tuning)
+        assert flags.all() == (name == "zero")
+    scale = y[:130].std()
+    readout = (paths["free"] - paths["zero"])[:, 0] / scale            # each step's read-out, standardised
+    top, second = np.sort(readout)[-1], np.sort(readout)[-2]
+    high = 0.5 * (top + second)
+    bounds["now"] = (np.array([-np.inf]), np.array([high]))
     forecast_values, clipped = _forecast_path(y[:130, None], y[130:, None], tuning)
-    assert clipped.tolist() == [t == 25 for t in range(30)]
-    monkeypatch.setattr(forecast, "_filter_means", true_means)
-    plain, _ = _forecast_path(y[:130, None], y[130:, None], tuning)
-    np.testing.assert_allclose(np.delete(forecast_values, 25, 0), np.delete(plain, 25, 0))
-    assert forecast_values[25, 0] > plain[25, 0]
+    assert clipped.tolist() == (readout == top).tolist() and clipped.sum() == 1
+    step = int(np.argmax(readout))
+    np.testing.assert_allclose(np.delete(forecast_values, step, 0), np.delete(paths["free"], step, 0), atol=1e-12)
+    np.testing.assert_allclose(forecast_values[step], paths["zero"][step] + high * scale, atol=1e-12)
 
 
 def test_the_calibration_filter_keeps_enough_rows_for_the_longest_admissible_lags():
     """54 training steps, V = 20, lags 1-10 in differences (offset 11, the most the tuning admits): the calibration
     block shrinks so that its filter keeps the rows eta's leave-one-out needs."""
     from bayeskern.inference.forecast import _MIN_CALIBRATION_FIT
-    from bayeskern.kbr.forecast import Candidate, ForecastDesign, _calibration_errors, _calibration_size
+    from bayeskern.kbr.forecast import Candidate, ForecastDesign, _calibration_size
+    from bayeskern.kbr.multistep import _calibration_errors
 
     rng = np.random.default_rng(0)
     y = np.sin(np.arange(54) * 0.7)[:, None] + 0.1 * rng.standard_normal((54, 1))
     tuning = tune_forecaster(y, lags=(1,), n_val=20, **FAST)
-    tuning = tuning._replace(best=Candidate(ForecastDesign(tuple(range(1, 11)), True), 1.0, 1e-3, 1e-3, 0.1, True))
+    longest = Candidate(ForecastDesign(tuple(range(1, 11)), True), 1.0, 1e-3, 1e-3, 0.1, True)
+    tuning = tuning._replace(best=longest, members=(longest,))
     C = _calibration_size(54, tuning, min_fit=_MIN_CALIBRATION_FIT)
     assert C == 54 - 20 - 11 - 12 == 11
     errors = _calibration_errors(y, tuning, C)

@@ -10,9 +10,8 @@ import pytest
 from bayeskern.cli import main
 from bayeskern.inference import CalibrationWarning, forecast_ahead, forecast_series
 from bayeskern.kbr import ForecastDesign
-from bayeskern.kbr.forecast import (_build_filter, _design_rows, _forecast_path, _location_scale, _standardised,
-                                    tune_forecaster)
-from bayeskern.kbr.multistep import iterated_forecasts
+from bayeskern.kbr.forecast import _build_filter, _design_rows, _location_scale, _standardised, tune_forecaster
+from bayeskern.kbr.multistep import _forecast_path, iterated_forecasts
 from test_forecast import FAST, nonlinear_ar
 
 
@@ -35,7 +34,7 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     y = (5.0 + nonlinear_ar(220, seed=1))[:, None]
     tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
     b = tuning.best._replace(design=ForecastDesign((1, 2), difference, seasonal))
-    chosen = tuning._replace(best=b)
+    chosen = tuning._replace(best=b, members=(b,))
     one_step, _ = _forecast_path(y[:180], y[180:], chosen)
     paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 3)
     np.testing.assert_allclose(paths[:, 0], one_step, rtol=0, atol=1e-10)
@@ -62,6 +61,60 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
         readout = np.clip((weights @ np.asarray(kbf.Z))[:1], low, high)
         weights = np.asarray(kbf.transition) @ weights
     np.testing.assert_allclose(paths[o - 180], np.array(forecasts), rtol=0, atol=1e-9)
+
+
+def test_the_members_forecasts_are_averaged_and_share_one_compiled_program():
+    """Three members of different widths and reaches: the forecast is the mean of each member's alone, built on
+    the fit rows the furthest-reaching member has (max_fit), and the members run one compiled iteration."""
+    import bayeskern.kbr.multistep as multistep
+
+    y = (5.0 + nonlinear_ar(230, seed=3))[:, None]
+    tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
+    b = tuning.best
+    members = (b._replace(design=ForecastDesign((1, 2), False)), b._replace(design=ForecastDesign((1,), True)),
+               b._replace(design=ForecastDesign((1, 2), False, 4), lam=1.0))
+    together = tuning._replace(best=members[0], members=members)
+    before = multistep._iterate._cache_size()
+    paths, clipped = iterated_forecasts(y, together, 180, np.arange(170, 220), 4)
+    assert multistep._iterate._cache_size() - before <= 1
+    window = 180 - 6                                          # lags (1, 2) on seasonal differences reach back 6
+    alone = [iterated_forecasts(y, tuning._replace(best=m, members=(m,)), 180, np.arange(170, 220), 4,
+                                max_fit=window) for m in members]
+    np.testing.assert_allclose(paths, np.mean([a[0] for a in alone], axis=0), rtol=0, atol=1e-10)
+    assert np.array_equal(clipped, np.any([a[1] for a in alone], axis=0))
+    assert not np.allclose(alone[0][0], alone[1][0])            # the members forecast differently
+
+
+def test_the_forecaster_averages_the_designs_validation_cannot_tell_from_the_best():
+    """Within two paired standard errors of the chosen candidate's squared errors, each design at its own
+    one-standard-error pick, closest first, at most FORECAST_MAX_MEMBERS in all."""
+    from bayeskern.kbr import FORECAST_MAX_MEMBERS, Candidate
+    from bayeskern.kbr.forecast import _members
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((50, 1))
+    chosen = Candidate(ForecastDesign((1,), False), 1.0, 1.0, 1e-3, float(np.mean(base**2)), True)
+
+    def run(lags, lam, err):
+        return Candidate(ForecastDesign(lags, True), 1.0, lam, 1e-3, float(np.mean(err**2)), True), err
+
+    close = [run((1, k), 1.0, base + 0.05 * k * rng.standard_normal((50, 1))) for k in range(2, 14)]
+    far = run((1, 20), 1.0, 3.0 * base)
+    # one design whose grid holds a slightly better small ridge: its one-SE pick is the larger ridge
+    grid = [run((1, 30), 1e-3, 0.99 * base), run((1, 30), 10.0, 0.99 * base + 0.02 * rng.standard_normal((50, 1)))]
+    runs = [(chosen, base)] + close + [far] + grid
+    members = _members(chosen, base, runs)
+
+    def excess(err):                                     # mean and standard error of the paired difference
+        diff = np.mean(err**2, axis=1) - np.mean(base**2, axis=1)
+        return np.mean(diff), np.std(diff, ddof=1) / np.sqrt(diff.size)
+
+    within = sorted((excess(err)[0], i) for i, (_, err) in enumerate(close) if excess(err)[0] < 2 * excess(err)[1])
+    assert len(within) >= FORECAST_MAX_MEMBERS - 1 and len(within) < len(close)   # the rule and the cap both bite
+    assert members[0] == chosen and len(members) == FORECAST_MAX_MEMBERS
+    assert members[1] == grid[1][0]                                       # the closest, at its larger ridge
+    assert far[0] not in members and grid[0][0] not in members
+    assert list(members[2:]) == [close[i][0] for _, i in within[: FORECAST_MAX_MEMBERS - 2]]
 
 
 def test_a_baseline_is_iterated_as_itself():
@@ -168,6 +221,7 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
     assert (tmp_path / "out" / "forecast.png").stat().st_size > 10_000
     fc = forecast_ahead(pd.Series(y, index=pd.DatetimeIndex(dates, freq="MS")), 6, lags=(1,), workers=1)
     np.testing.assert_allclose(table["mean"], fc.mean[:, 0], rtol=1e-12)
+    assert summary["averaged_designs"] == [member.design.label for member in fc.tuning.members]
 
 
 def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregular(tmp_path, capsys):

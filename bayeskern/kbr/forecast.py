@@ -19,7 +19,8 @@ from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarn
                      _widened_range)
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "ConformalBand", "lag_design", "seasonal_period",
-           "tune_forecaster", "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT"]
+           "tune_forecaster", "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT",
+           "FORECAST_MAX_MEMBERS"]
 
 FORECAST_C_GRID = (0.5, 1.0, 2.0)
 """Bandwidth multipliers (of the median distance of the lag vectors) validated by :func:`tune_forecaster`."""
@@ -27,6 +28,8 @@ FORECAST_LAMBDA_GRID = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 """KBR ridges (operator scale) validated by :func:`tune_forecaster`; the largest shrinks towards the prior mean."""
 FORECAST_MAX_FIT = 250
 """The most (latest) fit steps a forecaster's validation filters, and the Bayesian forecaster's model, are built on."""
+FORECAST_MAX_MEMBERS = 8
+"""The most designs whose forecasts :func:`tune_forecaster`'s forecaster averages (``ForecastTuning.members``)."""
 
 
 class ForecastDesign(NamedTuple):
@@ -104,6 +107,8 @@ class ForecastTuning(NamedTuple):
         validation_errors: (V, d) one-step errors of the chosen forecaster on the validation steps, in
             standardised units (optimistic: the forecaster won on them; bands calibrate on other steps).
         num_validation: V, the number of validation steps.
+        members: the candidates whose forecasts the forecaster averages with equal weights: ``best`` first, then
+            the designs that validation cannot tell from it (:func:`tune_forecaster`); () when a baseline forecasts.
     """
 
     best: Candidate | None
@@ -113,6 +118,7 @@ class ForecastTuning(NamedTuple):
     prior_mean_mse: float
     validation_errors: np.ndarray
     num_validation: int
+    members: tuple = ()
 
 
 def _as_series(y, name: str) -> np.ndarray:
@@ -309,24 +315,35 @@ def _residual_latents(X, Z, rows):
     return np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar
 
 
-def _build_filter(X, Z, c, lam, rank, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=None):
-    """The forecaster's filter on the fit rows (X, Z): the autoregression fitted on every row, the filter built on
-    (X, R), R the residual latents, with bandwidths c (observations) and c_z (latents; default c) times the medians.
+def _build_filter(X, Z, c, lam, rank, **setting):
+    """The forecaster's filter on the fit rows (X, Z) (:func:`_filter_setting`, whose keywords it takes), of the
+    given rank.
+
+    Returns:
+        (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the filter's training
+        residuals widened by ``RANGE_MARGIN``, and eta.
+    """
+    X, R, sigma_x, sigma_z, eta, ar, bounds = _filter_setting(X, Z, c, **setting)
+    return KernelBayesFilter.build(X, R, sigma_x, sigma_z, lam, eta, rank=rank), ar, bounds, eta
+
+
+def _filter_setting(X, Z, c, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=None):
+    """What the forecaster's filter is built from: the autoregression fitted on every fit row (X, Z), the filter's
+    rows (X, R), R the residual latents, with bandwidths c (observations) and c_z (latents; default c) times the
+    medians.
 
     Args:
         X: (n, k) lag vectors of the fit rows.
         Z: (n, d + k) their latents.
         c: bandwidth multiplier of the observations.
-        lam: KBR ridge.
-        rank: the filter's rank.
         eta_grid: KuLSIF ridges scored by leave-one-out when ``eta`` is None.
         c_z: bandwidth multiplier of the residual latents (default c).
         eta: a given KuLSIF ridge (e.g. a posterior draw's).
-        window: build the filter on the last this many rows only (the autoregression still on all).
+        window: the filter's rows are the last this many only (the autoregression still on all).
 
     Returns:
-        (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the filter's training
-        residuals widened by ``RANGE_MARGIN``, and eta.
+        (X_w, R_w, sigma_x, sigma_z, eta, ar, (low, high)): the filter's rows, bandwidths and KuLSIF ridge, the
+        autoregression and the bounds (d,) of the filter's training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
     R, ar = _residual_latents(X, Z, X.shape[0])
@@ -337,8 +354,8 @@ def _build_filter(X, Z, c, lam, rank, *, eta_grid=ETA_GRID, c_z=None, eta=None, 
     # autoregression alone
     sigma_z = (c if c_z is None else c_z) * _median_scale(R, "R", default=1.0)
     eta = _loo_eta(R, sigma_z, eta_grid, 20, 10) if eta is None else eta
-    kbf = KernelBayesFilter.build(X, R, c * _median_scale(X, "X", default=1.0), sigma_z, lam, eta, rank=rank)
-    return kbf, ar, tuple(np.asarray(b) for b in _widened_range(R[:, :d])), eta
+    bounds = tuple(np.asarray(b) for b in _widened_range(R[:, :d]))
+    return X, R, c * _median_scale(X, "X", default=1.0), sigma_z, eta, ar, bounds
 
 
 def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
@@ -382,7 +399,11 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     :data:`~bayeskern.kbr.RANGE_MARGIN` (exploding weights), or when it does not beat both persistence
     (y_t = y_{t-1}) and the training mean; when no candidate remains, the better baseline is the forecaster
     (``fallback``). Among the rest: the design with the smallest validation error, and within its grid the most
-    regularised hyperparameters within one standard error of its best.
+    regularised hyperparameters within one standard error of its best (``best``). Designs that validation cannot
+    tell from it join it as ``members``, whose forecasts the forecaster averages (forecast combination, Bates &
+    Granger 1969): every other design, at the hyperparameters the same rule picks within its own grid, whose
+    validation squared errors exceed the best's by less than two standard errors of the paired difference, the
+    closest first, at most :data:`FORECAST_MAX_MEMBERS` in all.
 
     Args:
         y: (T, d) training series (the last V steps validate).
@@ -460,7 +481,8 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     eligible = [(c, e) for c, e in runs if c.in_range and c.mse < min(persistence, prior_mean)]
     if eligible:
         chosen, err = _simplest_within_one_se(eligible)
-        return ForecastTuning(chosen, None, candidates, persistence, prior_mean, err, V)
+        return ForecastTuning(chosen, None, candidates, persistence, prior_mean, err, V,
+                              _members(chosen, err, eligible))
     fallback = "persistence" if persistence <= prior_mean else "prior mean"
     err = (s[T - V - 1: -1] - truth) if fallback == "persistence" else -truth
     return ForecastTuning(None, fallback, candidates, persistence, prior_mean, err, V)
@@ -578,6 +600,21 @@ def _simplest_within_one_se(runs):
 
     near = [r for r in runs if close(r[1])]
     return min(near, key=lambda r: (-r[0].lam, -r[0].c, r[0].mse))
+
+
+def _members(chosen: Candidate, chosen_err, runs) -> tuple:
+    """``chosen``, then each other design's pick of :func:`_simplest_within_one_se` among ``runs`` ((Candidate,
+    (V, d) errors) pairs) whose squared errors exceed the chosen ones by less than two standard errors of the paired
+    difference, by that excess, at most :data:`FORECAST_MAX_MEMBERS` in all."""
+    chosen_sq = np.mean(chosen_err**2, axis=1)
+    close = []
+    for design in dict.fromkeys(c.design for c, _ in runs if c.design != chosen.design):
+        cand, err = _simplest_within_one_se([r for r in runs if r[0].design == design])
+        diff = np.mean(err**2, axis=1) - chosen_sq
+        if np.mean(diff) < 2 * np.std(diff, ddof=1) / math.sqrt(diff.size):
+            close.append((float(np.mean(diff)), cand))
+    close.sort(key=lambda pair: pair[0])
+    return (chosen,) + tuple(cand for _, cand in close[: FORECAST_MAX_MEMBERS - 1])
 
 
 def _better(a: Candidate, b: Candidate) -> bool:
@@ -710,66 +747,10 @@ def _conformal_quantile(sorted_scores, alpha: float, level: float):
 _NORMAL = statistics.NormalDist()
 
 
-def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20, rank="auto"):
-    """One-step-ahead forecasts of y_test by the chosen filter refitted on all of y_train.
-
-    A read-out (the filter's estimate of the autoregression's residual) outside the range of the training residuals
-    widened by ``RANGE_MARGIN`` is clipped to it and the step flagged: weights that exploded on an observation
-    unlike the training ones say nothing beyond that range.
-
-    Args:
-        y_train: (T, d) training series.
-        y_test: (T~, d) test series (row t forecast from y_train and y_test[:t]).
-        tuning: the :func:`tune_forecaster` result on y_train.
-        burn_in: training steps the filter runs over before the first test step.
-        rank: the filter's rank.
-
-    Returns:
-        (forecasts (T~, d) in the units of y, clipped (T~,) bool).
-    """
-    y = np.concatenate([y_train, y_test])
-    T = y_train.shape[0]
-    s = _standardised(y_train, y)
-    centre, scale = _location_scale(y_train)
-    clipped = np.zeros(y_test.shape[0], bool)
-    if tuning.best is None:
-        forecast = s[T - 1: -1] if tuning.fallback == "persistence" else np.zeros_like(s[T:])
-        return forecast * scale + centre, clipped
-    b = tuning.best
-    X, Z, base, offset = _design_rows(s, b.design)
-    n_fit = T - offset
-    run = slice(max(0, n_fit - burn_in), X.shape[0])
-    _, trend, [readout], bounds = _filter_means(X[:n_fit], Z[:n_fit], X[run], b.c, (b.lam,), ETA_GRID, rank)
-    first = n_fit - run.start
-    clipped = ~_in_range(readout[first:], bounds)
-    forecast = base[n_fit:] + trend[first:] + np.clip(readout[first:], *bounds)
-    return forecast * scale + centre, clipped
-
-
 def _calibration_size(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None) -> int:
     """C, the calibration steps before the validation block: ``wanted`` (default as many as the validation steps),
-    fewer when the chosen design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no
+    fewer when a member design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no
     room)."""
-    offset = 1 if tuning.best is None else tuning.best.design.offset
+    offset = 1 if tuning.best is None else max(member.design.offset for member in tuning.members)
     wanted = tuning.num_validation if wanted is None else wanted
     return max(0, min(wanted, T - tuning.num_validation - offset - min_fit))
-
-
-def _calibration_errors(y_train, tuning: ForecastTuning, size: int, *, rank="auto"):
-    """(C, d) one-step errors, in the units of y, of the chosen forecaster on the C steps before the validation
-    block, refitted on the steps before them: neither its fit nor its choice saw these steps, so their errors
-    are exchangeable with those of new steps (the validation errors of the winner are not: it won on them).
-
-    Args:
-        y_train: (T, d) training series.
-        tuning: the :func:`tune_forecaster` result on y_train.
-        size: C (:func:`_calibration_size`), >= 1.
-        rank: the filter's rank.
-
-    Returns:
-        (C, d) errors truth - forecast.
-    """
-    end = y_train.shape[0] - tuning.num_validation
-    block = y_train[end - size: end]
-    forecast, _ = _forecast_path(y_train[: end - size], block, tuning, rank=rank)
-    return block - forecast

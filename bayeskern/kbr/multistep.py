@@ -1,6 +1,6 @@
-"""Forecasts several steps ahead with the validated forecaster: the autoregression iterated on its own predictions
-(the recursive strategy) and the filter's embedding carried forward by its transition, from any origin, in one
-compiled program for many origins."""
+"""The forecaster's forecasts, one step or several ahead: each member design's autoregression iterated on its own
+predictions (the recursive strategy) and its filter's embedding carried forward by the transition, from any origin,
+the members averaged; every member runs the same compiled programs."""
 
 from functools import partial
 
@@ -8,9 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .filter import _observations, _step, _uniform_weights
-from .forecast import (ForecastTuning, _as_series, _build_filter, _design_rows, _differenced, _differencing,
+from .filter import KernelBayesFilter, _observations, _step, _uniform_weights
+from .forecast import (ForecastTuning, _as_series, _design_rows, _differenced, _differencing, _filter_setting,
                        _location_scale, _standardised)
+from .lowrank import EXACT_MAX_T
 
 __all__ = ["iterated_forecasts"]
 
@@ -19,15 +20,21 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
                        burn_in: int = 20, hyper=None, max_fit: int | None = None):
     """Forecasts of y at steps o, o + 1, ..., o + horizon - 1 from each origin o, using y before o only.
 
-    The forecaster chosen by ``tuning`` is fitted on y[:fit_end] (standardised on it, as
-    :func:`~bayeskern.inference.forecast_series` fits it on its training series). From each origin the filter,
-    having consumed the observations up to o - 1, forecasts step o as in one-step forecasting. Beyond it, the
-    forecasts take the place of the unknown values in the autoregression's lags (the recursive strategy), while the
-    filter's embedding is carried forward by its transition alone: the lags of later steps hold the forecaster's
-    own predictions, not observations, so Bayes' rule is not applied to them, and the residual's read-out relaxes
-    towards its long-run mean as the horizon grows. A read-out outside the training residuals' widened range is
-    clipped, as in one-step forecasting. A baseline forecaster (``tuning.fallback``) repeats y[o - 1]
-    (persistence) or the mean of y[:fit_end].
+    Each member of ``tuning.members`` is fitted on y[:fit_end] (standardised on it, as
+    :func:`~bayeskern.inference.forecast_series` fits it on its training series) and the members' forecasts are
+    averaged with equal weights. From each origin a member's filter, having consumed the observations up to o - 1,
+    forecasts step o as in one-step forecasting. Beyond it, the forecasts take the place of the unknown values in
+    the autoregression's lags (the recursive strategy), while the filter's embedding is carried forward by its
+    transition alone: the lags of later steps hold the forecaster's own predictions, not observations, so Bayes'
+    rule is not applied to them, and the residual's read-out relaxes towards its long-run mean as the horizon
+    grows. A read-out outside the training residuals' widened range is clipped, as in one-step forecasting. A
+    baseline forecaster (``tuning.fallback``) repeats y[o - 1] (persistence) or the mean of y[:fit_end].
+
+    Several members' filters are built on the same number of (the last) fit rows, as many as the member of longest
+    reach has and at most :data:`~bayeskern.kbr.EXACT_MAX_T` (exact filters, whose shapes do not depend on the
+    data as a low-rank filter's landmarks do), with their lag vectors padded by zero columns to the widest
+    member's (distances and the autoregression are unchanged): their programs share one set of shapes and compile
+    once. One filter runs over the burn-in and the origins' observations; each origin starts from its weights.
 
     Args:
         y: (T, d) series; T >= every origin.
@@ -35,16 +42,17 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
         fit_end: the forecaster is fitted on the first ``fit_end`` steps.
         origins: increasing origins o with fit_end - burn_in <= o <= T (T: forecasts beyond the data).
         horizon: steps forecast from each origin, >= 1.
-        rank: the filter's rank.
-        burn_in: fit steps the filter runs over before the first origin.
-        hyper: (c_x, c_z, lam, eta), e.g. a posterior draw of :func:`bayeskern.models.kbf_hyper_model`: the filter
-            is built with bandwidths c_x and c_z times the medians of its fit observations and residual latents
-            and these ridges, instead of the tuning's c and lam with eta by leave-one-out.
-        max_fit: with ``hyper``, the filter is built on at most this many (the last) fit rows, as the model's
-            filters are (the autoregression still on all of them).
+        rank: the filters' rank.
+        burn_in: fit steps the filters run over before the first origin (fewer when a member has fewer fit rows).
+        hyper: (c_x, c_z, lam, eta), e.g. a posterior draw of :func:`bayeskern.models.kbf_hyper_model`: the best
+            design alone forecasts, its filter built with bandwidths c_x and c_z times the medians of its fit
+            observations and residual latents and these ridges, instead of the tuning's c and lam with eta by
+            leave-one-out.
+        max_fit: the filters are built on at most this many (the last) fit rows (the autoregressions still on all
+            of them), e.g. as the Bayesian model's filters are.
 
     Returns:
-        (paths (O, horizon, d) in the units of y, clipped (O, horizon) bool).
+        (paths (O, horizon, d) in the units of y, clipped (O, horizon) bool: some member's read-out was clipped).
     """
     y = _as_series(y, "y")
     origins = np.asarray(origins, int)
@@ -53,71 +61,153 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
         start = y[origins - 1] if tuning.fallback == "persistence" else np.broadcast_to(centre, (origins.size,
                                                                                                  y.shape[1]))
         return np.repeat(start[:, None, :], horizon, axis=1), np.zeros((origins.size, horizon), bool)
-    b = tuning.best
+    members = (tuning.best,) if hyper is not None else tuning.members
+    if not members:
+        raise ValueError("tuning.members must hold the forecaster's candidates (tuning.best first)")
     s = _standardised(y[:fit_end], y)
-    X, Z, _, offset = _design_rows(s, b.design)
-    n_fit = fit_end - offset
-    if hyper is None:
-        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, rank)
-    else:
-        c_x, c_z, lam, eta = hyper
-        kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], c_x, lam, rank, c_z=c_z, eta=eta,
-                                                window=max_fit)
-    run_start = max(0, n_fit - burn_in)
-    if origins.min() - offset < run_start or origins.max() > y.shape[0]:
-        raise ValueError(f"origins must lie in [{run_start + offset}, {y.shape[0]}], got {origins.min()} to "
+    rows = [_design_rows(s, member.design) for member in members]
+    n_fit = min(fit_end - offset for *_, offset in rows)
+    window = n_fit if max_fit is None else min(n_fit, max_fit)
+    if len(members) > 1:     # exact filters share their shapes; a low-rank one's landmark count depends on its data
+        window = min(window, EXACT_MAX_T)
+    burn_in = min(burn_in, n_fit)
+    if origins.min() < fit_end - burn_in or origins.max() > y.shape[0]:
+        raise ValueError(f"origins must lie in [{fit_end - burn_in}, {y.shape[0]}], got {origins.min()} to "
                          f"{origins.max()}")
-    weights = _predictive_weights(kbf, jnp.asarray(X[run_start: origins.max() - offset]))
-    u, _ = _differenced(s, b.design)
-    p, m = max(b.design.lags), max(1, b.design.order)
-    history = np.stack([u[o - p: o][::-1] for o in origins])          # (O, p, d): u_{o-1}, ..., u_{o-p}
-    past = np.stack([s[o - m: o][::-1] for o in origins])             # (O, m, d): s_{o-1}, ..., s_{o-m}
-    paths, clipped = _iterate(kbf, jnp.asarray(ar.coef), jnp.asarray(low), jnp.asarray(high),
-                              weights[origins - offset - run_start], jnp.asarray(history), jnp.asarray(past),
-                              tuple(lag - 1 for lag in b.design.lags), _differencing(b.design), horizon)
-    return np.asarray(paths) * scale + centre, np.asarray(clipped)
+    d = y.shape[1]
+    width = max(len(member.design.lags) for member in members) * d
+    reach = max(max(member.design.lags) for member in members)
+    order = max(max(1, member.design.order) for member in members)
+    padded, settings = [], []
+    for member, (X, Z, _, offset) in zip(members, rows):
+        pad = ((0, 0), (0, width - X.shape[1]))
+        X, Z = np.pad(X, pad), np.pad(Z, pad)
+        padded.append(X)
+        fit = slice(0, fit_end - offset)
+        if hyper is None:
+            settings.append((member.lam, _filter_setting(X[fit], Z[fit], member.c, window=window)))
+        else:
+            c_x, c_z, lam, eta = hyper
+            settings.append((lam, _filter_setting(X[fit], Z[fit], c_x, c_z=c_z, eta=eta, window=window)))
+    paths, clipped = 0.0, np.zeros((origins.size, horizon), bool)
+    for member, X, (lam, setting), (*_, offset) in zip(members, padded, settings, rows):
+        X_fit, R, sigma_x, sigma_z, eta, ar, (low, high) = setting
+        kbf = KernelBayesFilter.build(X_fit, R, sigma_x, sigma_z, lam, eta, rank=rank)
+        lags, p, m = member.design.lags, max(member.design.lags), max(1, member.design.order)
+        u, _ = _differenced(s, member.design)
+        history = np.stack([np.pad(u[o - p: o][::-1], ((0, reach - p), (0, 0))) for o in origins])  # u_{o-1}, ...
+        past = np.stack([np.pad(s[o - m: o][::-1], ((0, order - m), (0, 0))) for o in origins])     # s_{o-1}, ...
+        # the observations from the burn-in to the last origin's (its lags: row o - offset, built from u as the
+        # last origin may be the step after the data)
+        last = np.pad(np.concatenate([u[origins.max() - lag] for lag in lags]), (0, width - len(lags) * d))
+        run = np.vstack([X[fit_end - burn_in - offset: origins.max() - offset], last])
+        posterior, following = _run_weights(kbf, jnp.asarray(run))
+        at = origins - fit_end + burn_in
+        coefficients = np.zeros(order)
+        for k, c in _differencing(member.design):
+            coefficients[k - 1] = c
+        path, flags = _iterate(kbf, jnp.asarray(ar.coef), jnp.asarray(low), jnp.asarray(high), posterior[at],
+                               following[at], jnp.asarray(history), jnp.asarray(past), jnp.asarray(coefficients),
+                               horizon, index=_lag_index(lags, width // d))
+        paths = paths + np.asarray(path) / len(members)
+        clipped |= np.asarray(flags)
+    return paths * scale + centre, clipped
+
+
+def _forecast_path(y_train, y_test, tuning: ForecastTuning, *, burn_in: int = 20, rank="auto"):
+    """One-step-ahead forecasts of y_test by the forecaster refitted on all of y_train: :func:`iterated_forecasts`
+    one step ahead from every test step.
+
+    A read-out (a filter's estimate of its autoregression's residual) outside the range of the training residuals
+    widened by ``RANGE_MARGIN`` is clipped to it and the step flagged: weights that exploded on an observation
+    unlike the training ones say nothing beyond that range.
+
+    Args:
+        y_train: (T, d) training series.
+        y_test: (T~, d) test series (row t forecast from y_train and y_test[:t]).
+        tuning: the :func:`tune_forecaster` result on y_train.
+        burn_in: training steps the filters run over before the first test step.
+        rank: the filters' rank.
+
+    Returns:
+        (forecasts (T~, d) in the units of y, clipped (T~,) bool).
+    """
+    T = y_train.shape[0]
+    paths, clipped = iterated_forecasts(np.concatenate([y_train, y_test]), tuning, T,
+                                        np.arange(T, T + y_test.shape[0]), 1, rank=rank, burn_in=burn_in)
+    return paths[:, 0], clipped[:, 0]
+
+
+def _calibration_errors(y_train, tuning: ForecastTuning, size: int, *, rank="auto"):
+    """(C, d) one-step errors, in the units of y, of the forecaster on the C steps before the validation block,
+    refitted on the steps before them: neither its fit nor its choice saw these steps, so their errors are
+    exchangeable with those of new steps (the validation errors of the winner are not: it won on them).
+
+    Args:
+        y_train: (T, d) training series.
+        tuning: the :func:`tune_forecaster` result on y_train.
+        size: C (:func:`_calibration_size`), >= 1.
+        rank: the filters' rank.
+
+    Returns:
+        (C, d) errors truth - forecast.
+    """
+    end = y_train.shape[0] - tuning.num_validation
+    block = y_train[end - size: end]
+    forecast, _ = _forecast_path(y_train[: end - size], block, tuning, rank=rank)
+    return block - forecast
 
 
 @jax.jit
-def _predictive_weights(kbf, X_run):
-    """(T~ + 1, T) the filter's predictive weights before each observation of X_run (T~, d_x) and after the last."""
+def _run_weights(kbf, X_run):
+    """((T~, T), (T~, T)): the filter's weights after each observation of X_run (T~, d_x), started uniform, and the
+    predictive weights that follow each."""
     def step(w_pred, g):
-        return _step(kbf, w_pred, g)[0], w_pred
+        w_next, w = _step(kbf, w_pred, g)
+        return w_next, (w, w_next)
 
-    last, before = jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_run))
-    return jnp.concatenate([before, last[None]])
+    return jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_run))[1]
 
 
-@partial(jax.jit, static_argnames=("lag_index", "differencing", "horizon"))
-def _iterate(kbf, coef, low, high, w_pred, history, past, lag_index, differencing, horizon):
+def _lag_index(lags, width: int):
+    """(indices (L,), mask (L,)): the rows of history (u_{t-1}, u_{t-2}, ...) that form the lag vector, padded to
+    ``width`` lags, and where they hold a lag (not padding)."""
+    index = np.zeros(width, int)
+    index[: len(lags)] = np.asarray(lags) - 1
+    return jnp.asarray(index), jnp.arange(width) < len(lags)
+
+
+@partial(jax.jit, static_argnames=("horizon",))
+def _iterate(kbf, coef, low, high, w_post, w_next, history, past, differencing, horizon, index):
     """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
-    flags (O, horizon). history (O, p, d) holds u_{o-1}, ..., u_{o-p} (the differenced series); past (O, m, d)
-    holds s_{o-1}, ..., s_{o-m}, from which ``differencing`` ((k, c_k), ...) rebuilds s_t = u_t + sum_k c_k s_{t-k};
-    w_pred (O, T) the predictive weights before step o. Step o's lags are observed: Bayes' rule updates the
-    embedding. Later lags hold forecasts, not observations, so the embedding is only carried forward by the
-    transition (no update on values the filter made up itself); the autoregression runs on the forecast lags."""
+    flags (O, horizon). w_post (O, T) are the filter's weights after step o's observed lags (Bayes' rule applied),
+    w_next (O, T) the predictive weights that follow; history (O, P, d) holds u_{o-1}, ..., u_{o-P} (the
+    differenced series; zeros beyond the design's largest lag); past (O, M, d) holds s_{o-1}, ..., s_{o-M}, from
+    which ``differencing`` (M,) rebuilds s_t = u_t + sum_k differencing[k - 1] s_{t-k}; ``index`` = (rows, mask) of
+    :func:`_lag_index`. Later lags hold forecasts, not observations, so the embedding is only carried forward by
+    the transition (no update on values the filter made up itself); the autoregression runs on the forecast
+    lags."""
     d = past.shape[-1]
-    index = jnp.asarray(lag_index)
+    rows, mask = index
 
-    def advance(w_next, w, history, past):
-        x = history[index].reshape(-1)                       # (u_{t-l})_{l in lags}, as lag_design orders them
+    def advance(carry, w):
+        w_next, history, past = carry
+        x = jnp.where(mask[:, None], history[rows], 0.0).reshape(-1)       # as lag_design orders them
         raw = (w @ kbf.Z)[:d]
         residual = jnp.clip(raw, low, high)
         u = coef[0] + x @ coef[1:] + residual
-        s = u + sum(c * past[k - 1] for k, c in differencing)
-        carry = (w_next, jnp.concatenate([u[None], history[:-1]]), jnp.concatenate([s[None], past[:-1]]))
-        return carry, (s, jnp.any(raw != residual))
+        s = u + differencing @ past
+        carry = (kbf.transition @ w_next, jnp.concatenate([u[None], history[:-1]]),
+                 jnp.concatenate([s[None], past[:-1]]))
+        return carry, w_next, (s, jnp.any(raw != residual))
 
-    def one_origin(w_pred, history, past):
-        x = history[index].reshape(-1)
-        w_next, w = _step(kbf, w_pred, _observations(kbf, x[None, :])[0])
-        carry, first = advance(w_next, w, history, past)
+    def one_origin(w_post, w_next, history, past):
+        def step(state, _):
+            carry, w = state
+            carry, w, out = advance(carry, w)
+            return (carry, w), out
 
-        def step(carry, _):
-            w_pred, history, past = carry
-            return advance(kbf.transition @ w_pred, w_pred, history, past)
+        _, out = jax.lax.scan(step, ((w_next, history, past), w_post), None, length=horizon)
+        return out
 
-        _, rest = jax.lax.scan(step, carry, None, length=horizon - 1)
-        return jax.tree.map(lambda a, b: jnp.concatenate([a[None], b]), first, rest)
-
-    return jax.vmap(one_origin)(w_pred, history, past)
+    return jax.vmap(one_origin)(w_post, w_next, history, past)
