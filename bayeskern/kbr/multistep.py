@@ -78,25 +78,22 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
     width = max(len(member.design.lags) for member in members) * d
     reach = max(max(member.design.lags) for member in members)
     order = max(max(1, member.design.order) for member in members)
-    padded, settings = [], []
+    paths, clipped = 0.0, np.zeros((origins.size, horizon), bool)
     for member, (X, Z, _, offset) in zip(members, rows):
         pad = ((0, 0), (0, width - X.shape[1]))
         X, Z = np.pad(X, pad), np.pad(Z, pad)
-        padded.append(X)
         fit = slice(0, fit_end - offset)
         if hyper is None:
-            settings.append((member.lam, _filter_setting(X[fit], Z[fit], member.c, window=window)))
+            lam, setting = member.lam, _filter_setting(X[fit], Z[fit], member.c, window=window)
         else:
             c_x, c_z, lam, eta = hyper
-            settings.append((lam, _filter_setting(X[fit], Z[fit], c_x, c_z=c_z, eta=eta, window=window)))
-    paths, clipped = 0.0, np.zeros((origins.size, horizon), bool)
-    for member, X, (lam, setting), (*_, offset) in zip(members, padded, settings, rows):
+            setting = _filter_setting(X[fit], Z[fit], c_x, c_z=c_z, eta=eta, window=window)
         X_fit, R, sigma_x, sigma_z, eta, ar, (low, high) = setting
         kbf = KernelBayesFilter.build(X_fit, R, sigma_x, sigma_z, lam, eta, rank=rank)
-        lags, p, m = member.design.lags, max(member.design.lags), max(1, member.design.order)
+        lags = member.design.lags
         u, _ = _differenced(s, member.design)
-        history = np.stack([np.pad(u[o - p: o][::-1], ((0, reach - p), (0, 0))) for o in origins])  # u_{o-1}, ...
-        past = np.stack([np.pad(s[o - m: o][::-1], ((0, order - m), (0, 0))) for o in origins])     # s_{o-1}, ...
+        history = _recent(u, origins, max(lags), reach)                          # u_{o-1}, u_{o-2}, ...
+        past = _recent(s, origins, max(1, member.design.order), order)           # s_{o-1}, s_{o-2}, ...
         # the observations from the burn-in to the last origin's (its lags: row o - offset, built from u as the
         # last origin may be the step after the data)
         last = np.pad(np.concatenate([u[origins.max() - lag] for lag in lags]), (0, width - len(lags) * d))
@@ -167,6 +164,12 @@ def _run_weights(kbf, X_run):
         return w_next, (w, w_next)
 
     return jax.lax.scan(step, _uniform_weights(kbf), _observations(kbf, X_run))[1]
+
+
+def _recent(a, origins, count: int, total: int):
+    """(O, total, d): a_{o-1}, ..., a_{o-count} for each origin o of ``origins``, then zeros up to ``total`` rows."""
+    recent = a[origins[:, None] - 1 - np.arange(count)[None, :]]
+    return np.pad(recent, ((0, 0), (0, total - count), (0, 0)))
 
 
 def _lag_index(lags, width: int):
