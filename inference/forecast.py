@@ -4,11 +4,15 @@ Bayesian-averaged over the filter's hyperparameters by NUTS, with an adaptive co
 import math
 import time
 import warnings
+from functools import partial
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from numpyro.infer import init_to_value
+from numpyro.infer.util import initialize_model
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
@@ -226,7 +230,8 @@ def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_
                              progress_bar):
     """NUTS over the filter's hyperparameters (c_x, c_z, lam, eta, s) for the design ``tuning`` chose, on the series
     standardised on y_train (the model's filters on the last FORECAST_MAX_FIT fit steps, low rank on
-    ``num_landmarks``, scored on the validation steps), started at the validated choice: the MCMCResult."""
+    ``num_landmarks``, scored on the validation steps), every chain started at the posterior mode uphill of the
+    validated choice (:func:`_posterior_mode`): the MCMCResult."""
     b, V = tuning.best, tuning.num_validation
     T = y_train.shape[0]
     X, Z, _, _ = _design_rows(_standardised(y_train, y_train), b.design)
@@ -235,9 +240,47 @@ def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
     return run_nuts(kbf_hyper_model, split, key=key, num_chains=num_chains, num_warmup=num_warmup,
-                    num_samples=num_samples, init_values=init, dense_mass=True, max_tree_depth=4,
-                    chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar, rhat_max=1.05,
-                    min_ess=1)
+                    num_samples=num_samples, init_values=_posterior_mode(split, init), dense_mass=True,
+                    max_tree_depth=4, chain_method=_chain_method_for_filters(num_chains), progress_bar=progress_bar,
+                    rhat_max=1.05, min_ess=1)
+
+
+_MODE_STEPS = 40
+"""The most L-BFGS iterations of :func:`_posterior_mode`."""
+
+
+def _posterior_mode(split, start: dict) -> dict:
+    """The mode of :func:`~bayeskern.models.kbf_hyper_model`'s posterior on ``split`` that L-BFGS
+    (:data:`_MODE_STEPS` iterations, :func:`_climb`) climbs to from ``start``, site name -> value; ``start``
+    itself when the climb ends anywhere not finite or no higher.
+
+    The validated hyperparameters score an exact filter on the validation steps; the model scores its own filter
+    (low rank by default), whose posterior can peak far from them (El Nino: a 40 times wider observation
+    bandwidth) with lesser modes on the way. Chains started at the validated point then settle in different modes
+    (split R-hat 1.8); started at the mode the climb reaches, they sample the same one.
+    """
+    info = initialize_model(jax.random.key(0), kbf_hyper_model, model_args=(split,),
+                            init_strategy=init_to_value(values=start))
+    potential, x0 = info.potential_fn, info.param_info.z
+    x = jax.jit(partial(_climb, potential))(x0)      # the potential closes over the data: compiled per call
+    if not (all(np.all(np.isfinite(v)) for v in jax.tree.leaves(x)) and float(potential(x)) < float(potential(x0))):
+        return start
+    values = info.postprocess_fn(x)
+    return {name: values[name] for name in x}
+
+
+def _climb(potential, x):
+    """:data:`_MODE_STEPS` L-BFGS steps (optax, zoom line search) down ``potential`` from the pytree x."""
+    solver = optax.lbfgs()
+    value_and_grad = optax.value_and_grad_from_state(potential)
+
+    def step(carry, _):
+        x, state = carry
+        value, grad = value_and_grad(x, state=state)
+        updates, state = solver.update(grad, state, x, value=value, grad=grad, value_fn=potential)
+        return (optax.apply_updates(x, updates), state), None
+
+    return jax.lax.scan(step, (x, solver.init(x)), None, length=_MODE_STEPS)[0][0]
 
 
 def _posterior_forecasts(draws, s, design, fit_end, key, rank):

@@ -277,6 +277,34 @@ def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
     assert np.sqrt(np.mean((fc.mean[:, 0] - y[110:]) ** 2)) < naive
 
 
+def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(monkeypatch):
+    """The climb ends at a stationary point of the model's potential, lower than the start's; a climb that ends
+    anywhere not finite leaves the start as it was."""
+    from numpyro.infer import init_to_value
+    from numpyro.infer.util import initialize_model
+
+    import bayeskern.inference.forecast as forecast
+
+    y = nonlinear_ar(140, seed=9)[:, None]
+    X, Z, _, _ = _design_rows(_standardised(y, y), ForecastDesign((1, 2), False))
+    R, _ = forecast._residual_latents(X, Z, 100)
+    split = forecast.split_for_validation(X, R, n_val=30, burn_in=0, num_landmarks=(6, 10), max_fit=60)
+    start = {"log_cx": np.log(0.5), "log_cz": np.log(0.5), "log_lam": 0.0, "log_eta": np.log(1e-4),
+             "log_s": np.log(0.5)}
+
+    def potential_and_gradient(values):
+        info = initialize_model(jax.random.key(0), forecast.kbf_hyper_model, model_args=(split,),
+                                init_strategy=init_to_value(values=values))
+        value, grad = jax.value_and_grad(info.potential_fn)(info.param_info.z)
+        return float(value), np.sqrt(sum(float(np.sum(g**2)) for g in grad.values()))
+
+    mode = forecast._posterior_mode(split, start)
+    (u0, g0), (u1, g1) = potential_and_gradient(start), potential_and_gradient(mode)
+    assert set(mode) == set(start) and u1 < u0 - 10 and g0 > 1 and g1 < 1e-6 * g0
+    monkeypatch.setattr(forecast, "_climb", lambda potential, x: jax.tree.map(lambda v: v * np.nan, x))
+    assert forecast._posterior_mode(split, start) is start
+
+
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(level=0.0), ValueError, "level"),
     (dict(gamma=-1.0), ValueError, "gamma"),
