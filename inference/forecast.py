@@ -88,9 +88,9 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never
     chosen; when none does, that baseline forecasts, ``fallback`` says which and a warning is raised). The forecast
     averages the chosen design's forecaster with those of the designs validation cannot tell from it
-    (``tuning.members``). With
-    ``bayesian=True`` NUTS samples the filter's hyperparameters (:func:`bayeskern.models.kbf_hyper_model`, started
-    at the validated choice) and the forecast averages one filter per draw, each built like the model's filters (on
+    (``tuning.members``). With ``bayesian=True`` NUTS samples the chosen design's filter hyperparameters
+    (:func:`bayeskern.models.kbf_hyper_model`, every chain started at the posterior mode that L-BFGS climbs to from
+    the validated choice) and the forecast averages one filter per draw, each built like the model's filters (on
     the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``); the spread of the
     draws plus each draw's noise scale gives each step its scale. A read-out outside the training residuals' range
     is clipped to it and flagged (``clipped``).
