@@ -227,7 +227,12 @@ def _unpack(y):
             columns = (str(y.name) if y.name is not None else "y",)
         else:
             columns = tuple(str(c) for c in y.columns)
-        return _as_series(y.to_numpy(dtype=float), "y"), y.index, columns
+        try:   # nullable and extension dtypes (Int64, Float64) convert; text and objects do not
+            values = y.to_numpy(dtype=float)
+        except (TypeError, ValueError):
+            dtypes = sorted({str(t) for t in (y.dtypes if y.ndim == 2 else [y.dtype])})
+            raise TypeError(f"y must hold real numbers, got dtype {', '.join(dtypes)}") from None
+        return _as_series(values, "y"), y.index, columns
     values = _as_series(y, "y")
     return values, None, tuple(f"y{j}" for j in range(values.shape[1]))
 

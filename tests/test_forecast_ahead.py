@@ -200,6 +200,10 @@ def test_forecast_ahead_refuses_bad_input_and_warns_when_the_calibration_is_thin
         forecast_ahead(y, 3, level=1.5)
     with pytest.raises(ValueError, match="y of 40 steps is too short"):
         forecast_ahead(y[:40], 3)
+    with pytest.raises(TypeError, match="y must hold real numbers, got dtype"):
+        forecast_ahead(pd.Series(["a"] * 120), 3)
+    with pytest.raises(ValueError, match="y contains 1 non-finite"):   # a nullable integer column with a gap
+        forecast_ahead(pd.Series(np.arange(120), dtype="Int64").mask(np.arange(120) == 7), 3)
     with pytest.warns(CalibrationWarning, match="tail rule"):
         fc = forecast_ahead(y, 12, lags=(1,), n_val=20, level=0.99, workers=1)
     assert fc.widened.any() and np.all(np.isfinite(fc.band))
