@@ -99,7 +99,8 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, le
     Args:
         loss: ``loss(params, carry, data, key) -> (value, carry)``, differentiable in params.
         params: the parameter pytree.
-        optimizer: an ``optax.GradientTransformation``.
+        optimizer: an ``optax.GradientTransformation``; one that takes extra arguments (``optax.lbfgs``, whose line
+            search evaluates the loss) gets the step's value, gradient and the loss at the step's carry and key.
         opt_state: its state for params.
         carry: a pytree the loss may update each step (not differentiated), or None.
         data: fixed arguments of the loss (a pytree).
@@ -120,11 +121,14 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, le
     if length is not None:
         length = check_count(length, "length")
 
+    optimizer = optax.with_extra_args_support(optimizer)
+
     def step(state, key):
         p, s, c = state
-        (value, c), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
-        updates, s = optimizer.update(grad, s, p)
-        return (optax.apply_updates(p, updates), s, c), value
+        (value, after), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
+        updates, s = optimizer.update(grad, s, p, value=value, grad=grad,
+                                      value_fn=lambda q: loss(q, c, data, key)[0])
+        return (optax.apply_updates(p, updates), s, after), value
 
     (params, opt_state, carry), trace = lax.scan(step, (params, opt_state, carry), keys, length=length)
     return params, opt_state, carry, trace

@@ -16,6 +16,7 @@ from numpyro.infer.util import initialize_model
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
+from bayeskern.optim import optax_scan
 from bayeskern.kbr.filter import ReadoutWarning, TuningWarning, _widened_range
 from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration_size,
                                     _check_tuning_arguments, _design_rows, _location_scale, _residual_latents,
@@ -271,16 +272,11 @@ def _posterior_mode(split, start: dict) -> dict:
 
 def _climb(potential, x):
     """:data:`_MODE_STEPS` L-BFGS steps (optax, zoom line search) down ``potential`` from the pytree x."""
+    def loss(params, carry, data, key):
+        return potential(params), carry
+
     solver = optax.lbfgs()
-    value_and_grad = optax.value_and_grad_from_state(potential)
-
-    def step(carry, _):
-        x, state = carry
-        value, grad = value_and_grad(x, state=state)
-        updates, state = solver.update(grad, state, x, value=value, grad=grad, value_fn=potential)
-        return (optax.apply_updates(x, updates), state), None
-
-    return jax.lax.scan(step, (x, solver.init(x)), None, length=_MODE_STEPS)[0][0]
+    return optax_scan(loss, x, solver, solver.init(x), None, None, length=_MODE_STEPS)[0]
 
 
 def _posterior_forecasts(draws, s, design, fit_end, key, rank):
