@@ -186,9 +186,9 @@ def setup_anchors(folder: Path) -> Path:
 ANCHOR_TESTS = {"mmd": ("MMDAgg", "MMD-FUSE"), "hsic": ("HSICAggInc", "HSICAgg")}
 
 
-def power_table(cells, reps, python, out_path=None, redo_ours=False):
+def power_table(cells, reps, out_path=None, redo_ours=False):
     """Run every cell (the anchors' results in ``out_path`` are kept; bayeskern's are recomputed with
-    ``redo_ours``)."""
+    ``redo_ours``). The anchors' environment is set up only when a cell lacks their results."""
     import bayeskern as bk
 
     bk.enable_x64()
@@ -204,7 +204,7 @@ def power_table(cells, reps, python, out_path=None, redo_ours=False):
         rng = np.random.default_rng(1000 + c)
         data = [sampler(rng) for _ in range(reps)]
         if not done(ANCHOR_TESTS[kind]):
-            row.update(run_anchors(kind, data, python))
+            row.update(run_anchors(kind, data, setup_anchors(ANCHORS)))
         if redo_ours or not done(ours):
             row.update(run_ours(kind, data, 10_000 * (c + 1)))
         results[name] = row
@@ -476,13 +476,12 @@ def main():
     if args.cost is not None:   # sizes above ANCHOR_COST_MAX_N alone need no anchors' environment
         sizes = args.cost or [250, 500, 1000, 2500, 5000]
         return cost(sizes, setup_anchors(ANCHORS) if min(sizes) <= ANCHOR_COST_MAX_N else None)
-    python = setup_anchors(ANCHORS)
     if args.setup:
-        return
+        return setup_anchors(ANCHORS)
     unknown = set(args.cells or ()) - set(CELLS)
     if unknown:
         parser.error(f"unknown cells {sorted(unknown)}; choose from {list(CELLS)}")
-    power_table(args.cells or list(CELLS), args.reps, python, args.out, args.redo_ours)
+    power_table(args.cells or list(CELLS), args.reps, args.out, args.redo_ours)
 
 
 if __name__ == "__main__":

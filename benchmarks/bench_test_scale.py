@@ -14,7 +14,7 @@ scale changes in d = 100 to 1000; perturbed uniform densities (Schrab et al. 202
 perturbations at the larger n); a
 sinusoidal dependence (Sejdinovic et al. 2013) at n = 500 and 10^5; and a null of each kind.
 
-Run:  python benchmarks/bench_test_scale.py --cells NAME ... [--reps R] [--out results.json]
+Run:  python benchmarks/bench_test_scale.py --cells NAME ... [--reps R] [--out results.json] [--redo-ours]
       python benchmarks/bench_test_scale.py --cost [--sizes ...] [--dims ...]   # seconds per test against n and d
       python benchmarks/bench_test_scale.py --budget 10 --cost-json cost.json   # power at 10 s per test
       python benchmarks/bench_test_scale.py --million [--processes 2]          # n = 10^6: time, decision
@@ -126,8 +126,9 @@ def run_ours(kind, data, seed):
     return out
 
 
-def scale_table(cells, reps, python, out_path=None):
-    """Run the cells (results in ``out_path`` are kept and the run resumes); prints one line per cell."""
+def scale_table(cells, reps, out_path=None, redo_ours=False):
+    """Run the cells (results in ``out_path`` are kept and the run resumes; bayeskern's are recomputed with
+    ``redo_ours``, on the same data sets); prints one line per cell."""
     import bayeskern as bk
 
     bk.enable_x64()
@@ -135,13 +136,15 @@ def scale_table(cells, reps, python, out_path=None):
     for name in cells:
         kind, sampler, null, anchors = CELLS[name]
         row = results.get(name, {})
-        if all(t in row and len(row[t]["rejections"]) >= reps for t in (*_ours(kind), *anchors)):
+        done = lambda tests: all(t in row and len(row[t]["rejections"]) >= reps for t in tests)
+        if done(_ours(kind)) and done(anchors) and not redo_ours:
             continue
         rng = np.random.default_rng(5000 + list(CELLS).index(name))
         data = [sampler(rng) for _ in range(reps)]
-        row.update(run_ours(kind, data, 20_000 * (list(CELLS).index(name) + 1)))
-        if anchors:   # the anchors' levels are exact by construction; the nulls check ours
-            row.update(run_anchors(kind, data, python, anchors))
+        if redo_ours or not done(_ours(kind)):
+            row.update(run_ours(kind, data, 20_000 * (list(CELLS).index(name) + 1)))
+        if not done(anchors):   # the anchors' levels are exact by construction; the nulls check ours
+            row.update(run_anchors(kind, data, setup_anchors(ANCHORS), anchors))
         results[name] = row
         print(_line(name, row, null), flush=True)
         if out_path:
@@ -404,6 +407,7 @@ def main():
     parser.add_argument("--cells", nargs="*", default=None, help="cell names (default: all)")
     parser.add_argument("--reps", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="JSON of every rejection (resumes a run)")
+    parser.add_argument("--redo-ours", action="store_true", help="recompute bayeskern's tests, keep the anchors'")
     parser.add_argument("--cost", action="store_true", help="seconds per test against n and d")
     parser.add_argument("--sizes", nargs="*", type=int, default=[1000, 2000, 5000, 10_000, 30_000, 100_000,
                                                                  300_000, 1_000_000])
@@ -426,15 +430,14 @@ def main():
         return design(args.reps)
     if args.million:
         return million(args.n, args.processes)
-    python = setup_anchors(ANCHORS)
     if args.cost:
-        return cost(args.sizes, args.dims, python)
+        return cost(args.sizes, args.dims, setup_anchors(ANCHORS))
     if args.budget is not None:
-        return budget(args.budget, args.cost_json, args.reps, python)
+        return budget(args.budget, args.cost_json, args.reps, setup_anchors(ANCHORS))
     unknown = set(args.cells or ()) - set(CELLS)
     if unknown:
         parser.error(f"unknown cells {sorted(unknown)}; choose from {list(CELLS)}")
-    scale_table(args.cells or list(CELLS), args.reps, python, args.out)
+    scale_table(args.cells or list(CELLS), args.reps, args.out, args.redo_ours)
 
 
 if __name__ == "__main__":

@@ -89,6 +89,30 @@ def test_the_rule_spreads_its_weight_as_documented():
     assert all("posterior" in label for label in only.labels) and all(type(k) is bk.RBF for k in only.kernels)
 
 
+@pytest.mark.parametrize("dim, share", [(2, 0.5), (31, 0.5), (32, bke.WIDE_POSTERIOR_SHARE), (100, bke.WIDE_POSTERIOR_SHARE)])
+def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
+    from bayeskern.bke.aggregate import MARGINAL_RULE
+
+    """The posterior kernels carry half the weight by default, a tenth once the pooled sample spans 32 or more
+    dimensions; with no floor they carry all of it."""
+    rng = np.random.default_rng(dim)
+    X, Y = rng.standard_normal((60, dim)), rng.standard_normal((60, dim))
+    collection = bke.BayesAggregate(families=("gaussian",), inducing=(10,))(X, Y, key=jax.random.key(2))
+    posterior = np.array(["posterior" in label for label in collection.labels])
+    assert posterior.any() and collection.weights[posterior].sum() == pytest.approx(share)
+    assert collection.weights.sum() == pytest.approx(1.0)
+    if dim == 100:   # the span, not the number of columns: 100 columns spanning a plane take the low share
+        flat = np.zeros((120, dim))
+        flat[:, :2] = rng.standard_normal((120, 2))
+        planar = bke.BayesAggregate(families=("gaussian",), inducing=(10,))(flat, key=jax.random.key(2))
+        on_plane = np.array(["posterior" in label for label in planar.labels])
+        assert planar.weights[on_plane].sum() == pytest.approx(0.5)
+    only = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0, inducing=(10,))(X, Y, key=jax.random.key(2))
+    assert only.weights.sum() == pytest.approx(1.0) and all("posterior" in label for label in only.labels)
+    marginal = MARGINAL_RULE(X, key=jax.random.key(2))   # the independence rule keeps half in any dimension
+    assert marginal.weights[np.array(["posterior" in label for label in marginal.labels])].sum() == pytest.approx(0.5)
+
+
 def test_the_floor_reaches_the_scale_that_resolves_concentrated_distances():
     """In low dimension the floor starts at half the 5 % quantile of the distances; in high dimension, where every
     pair sits near the same distance, at half the root of the 5-95 % range of the squared distances."""

@@ -14,7 +14,7 @@ from .hyper import spanned_posterior
 from .inducing import span_coordinates
 from .posterior import WitnessPosterior, witness_posterior
 
-__all__ = ["BayesAggregate", "aggregated_witness", "TWO_SAMPLE_RULE", "MARGINAL_RULE"]
+__all__ = ["BayesAggregate", "WIDE_POSTERIOR_SHARE", "aggregated_witness", "TWO_SAMPLE_RULE", "MARGINAL_RULE"]
 
 
 def _distance_range(Z, key, max_points=500):
@@ -43,6 +43,10 @@ _MIN_DISTINCT = 8          # fewer distinct points resolve no kernel scale: the 
 # per lengthscale, instead of O(n m D^2) for m > D (on the 8x8 digits, D = 58: 13 s against 4 s per test on one
 # core, compilation included)
 _WIDE_FROM_DIM = 32
+WIDE_POSTERIOR_SHARE = 0.1
+"""The posterior kernels' default weight from a span of 32 dimensions. There the posterior's modes sit at the scale
+of the pooled density (in high dimension every distance is near the median one) and changes of scale show only at
+finer kernels; a tenth of the weight keeps the modes' power on mean shifts and frees the floor's finer kernels."""
 _SUBSAMPLE_STREAM = 0x5B   # fold_in tag of the subsample above max_points (independent of the inducing points)
 
 
@@ -53,7 +57,9 @@ class BayesAggregate:
     For a two-sample test the rule sees the pooled, unlabelled sample; for an independence test, each marginal.
     The BKE posterior over the SE lengthscale (:func:`bayeskern.bke.lengthscale_posterior`, tempered to one
     observation's worth) gives the modes and their masses; each family gets a kernel at each mode, carrying
-    ``posterior_share`` of the weight in proportion to the mode's mass. The rest of the weight is spread evenly
+    ``posterior_share`` of the weight in proportion to the mode's mass (by default a half, and a tenth for samples
+    spanning 32 or more dimensions, where the modes describe the pooled density's scale and changes of scale show
+    at finer ones). The rest of the weight is spread evenly
     over ``num_bandwidths`` log-spaced bandwidths per family from half the finest useful scale (the 5 % quantile of
     the pairwise distances, or in high dimension, where distances concentrate, the root of the 5-95 % range of the
     squared distances) to twice the largest pairwise distance: a floor that keeps power where the pseudolikelihood
@@ -63,7 +69,9 @@ class BayesAggregate:
         families: kernel families, from ``"gaussian"`` (RBF) and ``"exponential"`` (Matern12, a Laplace-type kernel
             with the Euclidean distance).
         num_bandwidths: bandwidths per family in the floor (0 for posterior kernels only).
-        posterior_share: weight of the posterior kernels, in (0, 1] (1 with ``num_bandwidths=0``).
+        posterior_share: weight of the posterior kernels, in (0, 1] (1 with ``num_bandwidths=0``); None (the
+            default) for 0.5, or ``WIDE_POSTERIOR_SHARE`` when the sample spans 32 or more dimensions (1 with no
+            floor).
         inducing: the numbers m of inducing points held out for the pseudolikelihood, each clipped to at most a
             quarter of the number of distinct points and, for samples spanning 32 or more dimensions, to at most
             that dimension D (the m x m side of the Jacobian then costs O(n m + m^3) per lengthscale). The
@@ -84,7 +92,7 @@ class BayesAggregate:
 
     families: tuple = ("gaussian", "exponential")
     num_bandwidths: int = 10
-    posterior_share: float = 0.5
+    posterior_share: float | None = None
     inducing: tuple = (10, 30, 100)
     max_modes: int = 2
     tau2: float = 1.0
@@ -103,6 +111,8 @@ class BayesAggregate:
         if not inducing:
             raise ValueError("inducing must name at least one number of inducing points")
         object.__setattr__(self, "inducing", tuple(check_count(m, "inducing") for m in inducing))
+        if self.posterior_share is None:
+            return
         if not 0.0 < self.posterior_share <= 1.0:
             raise ValueError(f"posterior_share must lie in (0, 1], got {self.posterior_share}")
         if self.num_bandwidths == 0 and self.posterior_share != 1.0:
@@ -133,14 +143,14 @@ class BayesAggregate:
         k_post, k_dist = jax.random.split(key)
         if num_distinct_rows(pooled) < 2:   # every statistic is 0 under any kernel: the test answers p = 1
             return KernelCollection.single(FAMILIES[self.families[0]](1.0), "any kernel (the sample is one point)")
-        modes = self._posterior_modes(pooled, k_post)
-        share = self.posterior_share if modes else 0.0
+        modes, span = self._posterior_modes(pooled, k_post)
+        share = self._share(span) if modes else 0.0
         F = len(self.families)
         kernels, weights, labels = [], [], []
         for family in self.families:
             for ell, w in modes.items():
                 kernels.append(FAMILIES[family](float(ell)))
-                weights.append(self.posterior_share * w / F)
+                weights.append(share * w / F)
                 labels.append(f"{family} l={ell:.3g} (posterior mode, mass {w:.2f})")
         if self.num_bandwidths:
             lo, hi = _distance_range(pooled, k_dist)
@@ -152,15 +162,24 @@ class BayesAggregate:
                     labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
         return KernelCollection(tuple(kernels), np.array(weights), tuple(labels))
 
-    def _posterior_modes(self, pooled, key) -> dict:
-        """{lengthscale: mass} of the heaviest modes for each number of inducing points, masses averaged over them
-        (empty for a sample of fewer than ``_MIN_DISTINCT`` distinct points: the floor alone then)."""
+    def _share(self, span: int) -> float:
+        """The posterior kernels' weight for a sample spanning ``span`` dimensions."""
+        if self.posterior_share is not None:
+            return self.posterior_share
+        if not self.num_bandwidths:
+            return 1.0
+        return WIDE_POSTERIOR_SHARE if span >= _WIDE_FROM_DIM else 0.5
+
+    def _posterior_modes(self, pooled, key) -> tuple[dict, int]:
+        """({lengthscale: mass} of the heaviest modes for each number of inducing points, masses averaged over
+        them; the dimension of the sample's span). The modes are empty for a sample of fewer than ``_MIN_DISTINCT``
+        distinct points: the floor alone then."""
         if pooled.shape[0] > self.max_points:
             pooled = jax.random.choice(jax.random.fold_in(key, _SUBSAMPLE_STREAM), pooled, (self.max_points,),
                                        replace=False)
         distinct = num_distinct_rows(pooled)
         if distinct < _MIN_DISTINCT:
-            return {}
+            return {}, 0
         pooled = span_coordinates(pooled)
         dim = pooled.shape[1]
         cap = dim if dim >= _WIDE_FROM_DIM else pooled.shape[0]
@@ -175,7 +194,7 @@ class BayesAggregate:
             keep = mass >= 0.01 * mass[0]   # modes of negligible mass would only cost time
             for ell, w in zip(top[keep], mass[keep] / mass[keep].sum()):
                 modes[float(ell)] = modes.get(float(ell), 0.0) + w / len(sizes)
-        return dict(sorted(modes.items(), key=lambda t: -t[1]))
+        return dict(sorted(modes.items(), key=lambda t: -t[1])), dim
 
 
 def aggregated_witness(result: AggregatedTestResult, XP, XQ, *, grid, band: float = 0.8, tau2=1.0) -> WitnessPosterior:
@@ -204,6 +223,8 @@ def aggregated_witness(result: AggregatedTestResult, XP, XQ, *, grid, band: floa
 
 
 TWO_SAMPLE_RULE = BayesAggregate()
-MARGINAL_RULE = BayesAggregate(families=("gaussian",), num_bandwidths=5, max_modes=1)
+# the independence rule keeps half the weight on the posterior in any dimension: the lower share of wide samples
+# was chosen on two-sample problems, and on high-dimensional dependence problems it has not been shown to help
+MARGINAL_RULE = BayesAggregate(families=("gaussian",), num_bandwidths=5, max_modes=1, posterior_share=0.5)
 register_named_rule("bayes", two_sample=TWO_SAMPLE_RULE, marginal=MARGINAL_RULE)
 
