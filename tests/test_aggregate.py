@@ -109,6 +109,10 @@ def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
         assert planar.weights[on_plane].sum() == pytest.approx(0.5)
     only = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0, inducing=(10,))(X, Y, key=jax.random.key(2))
     assert only.weights.sum() == pytest.approx(1.0) and all("posterior" in label for label in only.labels)
+    if dim == 100:   # 5 distinct points (every distance sqrt 2): no posterior, and no floor either
+        coarse = np.repeat(np.eye(5, dim), 10, axis=0)
+        fallback = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0)(coarse, key=jax.random.key(2))
+        assert fallback.kernels[0].lengthscale == pytest.approx(np.sqrt(2.0)) and "median" in fallback.labels[0]
     marginal = MARGINAL_RULE(X, key=jax.random.key(2))   # the independence rule keeps half in any dimension
     assert marginal.weights[np.array(["posterior" in label for label in marginal.labels])].sum() == pytest.approx(0.5)
 

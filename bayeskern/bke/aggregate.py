@@ -68,7 +68,8 @@ class BayesAggregate:
     Attributes:
         families: kernel families, from ``"gaussian"`` (RBF) and ``"exponential"`` (Matern12, a Laplace-type kernel
             with the Euclidean distance).
-        num_bandwidths: bandwidths per family in the floor (0 for posterior kernels only).
+        num_bandwidths: bandwidths per family in the floor (0 for posterior kernels only; a sample of fewer than
+            8 distinct points, too coarse for the posterior, then gets the median heuristic's kernels).
         posterior_share: weight of the posterior kernels, in (0, 1] (1 with ``num_bandwidths=0``); None (the
             default) for 0.5, or ``WIDE_POSTERIOR_SHARE`` when the sample spans 32 or more dimensions (1 with no
             floor).
@@ -160,6 +161,12 @@ class BayesAggregate:
                     kernels.append(FAMILIES[family](float(ell)))
                     weights.append((1 - share) / (F * len(grid)))
                     labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
+        if not kernels:   # too few distinct points for the posterior and no floor: the median heuristic's kernels
+            ell = float(median_heuristic(pooled, key=k_dist))
+            kernels = [FAMILIES[family](ell) for family in self.families]
+            weights = [1.0 / F] * F
+            labels = [f"{family} l={ell:.3g} (median heuristic: too few distinct points for the posterior)"
+                      for family in self.families]
         return KernelCollection(tuple(kernels), np.array(weights), tuple(labels))
 
     def _share(self, span: int) -> float:
