@@ -91,8 +91,6 @@ def test_the_rule_spreads_its_weight_as_documented():
 
 @pytest.mark.parametrize("dim, share", [(2, 0.5), (31, 0.5), (32, bke.WIDE_POSTERIOR_SHARE), (100, bke.WIDE_POSTERIOR_SHARE)])
 def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
-    from bayeskern.bke.aggregate import MARGINAL_RULE
-
     """The posterior kernels carry half the weight by default, a tenth once the pooled sample spans 32 or more
     dimensions; with no floor they carry all of it."""
     rng = np.random.default_rng(dim)
@@ -101,20 +99,26 @@ def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
     posterior = np.array(["posterior" in label for label in collection.labels])
     assert posterior.any() and collection.weights[posterior].sum() == pytest.approx(share)
     assert collection.weights.sum() == pytest.approx(1.0)
-    if dim == 100:   # the span, not the number of columns: 100 columns spanning a plane take the low share
-        flat = np.zeros((120, dim))
-        flat[:, :2] = rng.standard_normal((120, 2))
-        planar = bke.BayesAggregate(families=("gaussian",), inducing=(10,))(flat, key=jax.random.key(2))
-        on_plane = np.array(["posterior" in label for label in planar.labels])
-        assert planar.weights[on_plane].sum() == pytest.approx(0.5)
     only = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0, inducing=(10,))(X, Y, key=jax.random.key(2))
     assert only.weights.sum() == pytest.approx(1.0) and all("posterior" in label for label in only.labels)
-    if dim == 100:   # 5 distinct points (every distance sqrt 2): no posterior, and no floor either
-        coarse = np.repeat(np.eye(5, dim), 10, axis=0)
-        fallback = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0)(coarse, key=jax.random.key(2))
-        assert fallback.kernels[0].lengthscale == pytest.approx(np.sqrt(2.0)) and "median" in fallback.labels[0]
-    marginal = MARGINAL_RULE(X, key=jax.random.key(2))   # the independence rule keeps half in any dimension
+
+
+def test_the_share_follows_the_span_and_the_rule_always_has_a_kernel():
+    """100 columns spanning a plane take the share of two dimensions; the independence rule keeps half in any
+    dimension; a rule without a floor on a sample too coarse for the posterior gets the median heuristic's kernel."""
+    from bayeskern.bke.aggregate import MARGINAL_RULE
+
+    rng = np.random.default_rng(5)
+    flat = np.zeros((120, 100))
+    flat[:, :2] = rng.standard_normal((120, 2))
+    planar = bke.BayesAggregate(families=("gaussian",), inducing=(10,))(flat, key=jax.random.key(2))
+    assert planar.weights[np.array(["posterior" in label for label in planar.labels])].sum() == pytest.approx(0.5)
+    marginal = MARGINAL_RULE(rng.standard_normal((120, 100)), key=jax.random.key(2))
     assert marginal.weights[np.array(["posterior" in label for label in marginal.labels])].sum() == pytest.approx(0.5)
+    coarse = np.repeat(np.eye(5, 100), 10, axis=0)      # 5 distinct points, every distance sqrt 2
+    fallback = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0)(coarse, key=jax.random.key(2))
+    assert len(fallback.kernels) == 1 and "median" in fallback.labels[0]
+    assert fallback.kernels[0].lengthscale == pytest.approx(np.sqrt(2.0))
 
 
 def test_the_floor_reaches_the_scale_that_resolves_concentrated_distances():
