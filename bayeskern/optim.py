@@ -100,7 +100,8 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, le
         loss: ``loss(params, carry, data, key) -> (value, carry)``, differentiable in params.
         params: the parameter pytree.
         optimizer: an ``optax.GradientTransformation``; one that takes extra arguments (``optax.lbfgs``, whose line
-            search evaluates the loss) gets the step's value, gradient and the loss at the step's carry and key.
+            search evaluates the loss) gets the step's value, gradient and the loss at the step's carry and key;
+            with no carry and no keys, the value and gradient its line search stored are reused, not recomputed.
         opt_state: its state for params.
         carry: a pytree the loss may update each step (not differentiated), or None.
         data: fixed arguments of the loss (a pytree).
@@ -122,12 +123,18 @@ def optax_scan(loss, params, optimizer, opt_state, carry, data, keys=None, *, le
         length = check_count(length, "length")
 
     optimizer = optax.with_extra_args_support(optimizer)
+    # a loss that neither carries nor draws is one function throughout, so an optimizer that stores the value and
+    # gradient of its last line search (L-BFGS) hands them to the next step instead of their being computed again
+    reuse = carry is None and keys is None and optax.tree.get(opt_state, "value") is not None
 
     def step(state, key):
         p, s, c = state
-        (value, after), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
-        updates, s = optimizer.update(grad, s, p, value=value, grad=grad,
-                                      value_fn=lambda q: loss(q, c, data, key)[0])
+        value_fn = lambda q: loss(q, c, data, key)[0]
+        if reuse:
+            (value, grad), after = optax.value_and_grad_from_state(value_fn)(p, state=s), c
+        else:
+            (value, after), grad = jax.value_and_grad(loss, has_aux=True)(p, c, data, key)
+        updates, s = optimizer.update(grad, s, p, value=value, grad=grad, value_fn=value_fn)
         return (optax.apply_updates(p, updates), s, after), value
 
     (params, opt_state, carry), trace = lax.scan(step, (params, opt_state, carry), keys, length=length)

@@ -87,3 +87,34 @@ def test_optax_scan_runs_lbfgs_with_its_line_search_on_the_loss():
     x, _, _, trace = jax.jit(lambda x: optax_scan(rosenbrock, x, solver, solver.init(x), None, None, length=40))(x0)
     np.testing.assert_allclose(x, [1.0, 1.0], atol=1e-8)
     assert trace[0] == pytest.approx(24.2) and np.all(np.isfinite(trace))
+
+
+def test_optax_scan_reuses_the_line_search_values_as_optax_does():
+    """With no carry and no keys, optax_scan takes each step's value and gradient from the L-BFGS state (optax's
+    own loop with value_and_grad_from_state): the same iterates, and the loss evaluated fewer times."""
+    calls = []
+
+    def rosenbrock(x):
+        jax.debug.callback(lambda: calls.append(1))
+        return (1 - x[0]) ** 2 + 100 * (x[1] - x[0] ** 2) ** 2
+
+    solver, x0 = optax.lbfgs(), jnp.array([-1.2, 1.0])
+    value_and_grad = optax.value_and_grad_from_state(rosenbrock)
+
+    def reference(x):
+        def step(carry, _):
+            x, state = carry
+            value, grad = value_and_grad(x, state=state)
+            updates, state = solver.update(grad, state, x, value=value, grad=grad, value_fn=rosenbrock)
+            return (optax.apply_updates(x, updates), state), value
+        return jax.lax.scan(step, (x, solver.init(x)), None, length=15)
+
+    (expected, _), expected_trace = jax.jit(reference)(x0)
+    jax.effects_barrier()
+    reference_calls, calls[:] = len(calls), []
+    x, _, _, trace = jax.jit(lambda x: optax_scan(lambda p, c, d, k: (rosenbrock(p), c), x, solver, solver.init(x),
+                                                  None, None, length=15))(x0)
+    jax.effects_barrier()
+    np.testing.assert_allclose(x, expected, rtol=1e-12)
+    np.testing.assert_allclose(trace, expected_trace, rtol=1e-12)
+    assert len(calls) == reference_calls
