@@ -236,7 +236,7 @@ def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_
     b, V = tuning.best, tuning.num_validation
     T = y_train.shape[0]
     X, Z, _, _ = _design_rows(_standardised(y_train, y_train), b.design)
-    R, _ = _residual_latents(X, Z, T - V - b.design.offset)
+    R, _ = _residual_latents(X, Z, T - V - b.design.offset, b.design)
     split = split_for_validation(X, R, n_val=V, burn_in=0, num_landmarks=num_landmarks, max_fit=FORECAST_MAX_FIT)
     init = {"log_cx": jnp.log(b.c), "log_cz": jnp.log(b.c), "log_lam": jnp.log(b.lam), "log_eta": jnp.log(b.eta),
             "log_s": 0.5 * jnp.log(b.mse)}
@@ -292,7 +292,7 @@ def _posterior_forecasts(draws, s, design, fit_end, key, rank):
     d = s.shape[1]
     X, Z, base, offset = _design_rows(s, design)
     n_fit = fit_end - offset
-    R, ar = _residual_latents(X, Z, n_fit)
+    R, ar = _residual_latents(X, Z, n_fit, design)
     first, burn = max(0, n_fit - FORECAST_MAX_FIT), min(20, n_fit)
     pred = posterior_predictive_filter(draws, X[first:n_fit], R[first:n_fit], X[n_fit - burn:], key=key, rank=rank)
     readouts = np.asarray(pred.draws)[:, burn:, :d]     # (S, m, d)
@@ -300,4 +300,4 @@ def _posterior_forecasts(draws, s, design, fit_end, key, rank):
     clipped = np.any((readouts < low) | (readouts > high), axis=(0, 2))
     readouts = np.clip(readouts, low, high)
     noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])))
-    return (base[n_fit:] + ar(X[n_fit:]) + readouts.mean(axis=0), np.sqrt(readouts.var(axis=0) + noise), clipped)
+    return (base[n_fit:] + ar(X[n_fit:], n_fit) + readouts.mean(axis=0), np.sqrt(readouts.var(axis=0) + noise), clipped)

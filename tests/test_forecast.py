@@ -87,6 +87,7 @@ def test_design_rows_rebuild_the_series_from_its_differences(difference, seasona
     np.testing.assert_allclose(X, np.hstack([u[offset - 1: -1], u[offset - 3: -3]]), atol=1e-12)
     np.testing.assert_allclose(base + Z[:, :2], y[offset:], atol=1e-12)
     assert ForecastDesign((1, 2), True, 12).label == "lags 1-2, first and seasonal (12) differences"
+    assert ForecastDesign((1,), False, 0, 4).label == "lags (1,), levels, seasonal (4) intercepts"
 
 
 def test_aic_order_recovers_an_ar2():
@@ -105,6 +106,22 @@ def test_automatic_designs_include_the_season_and_both_transforms():
     assert (1, 2, 12) in lag_sets and (1, 2, 11, 12, 13) in lag_sets
     assert {(d.difference, d.seasonal) for d in designs} == {(False, 0), (True, 0), (False, 12), (True, 12)}
     assert all(max(lags) <= 13 for lags in lag_sets)
+
+
+def test_levels_and_differences_take_seasonal_intercepts_where_the_aic_of_their_autoregression_says_so():
+    """A fixed monthly profile under AR(1) noise: the short lag sets of levels and differences take one intercept
+    per month; seasonal differences keep one. White noise given a season of 12: no design takes them."""
+    rng = np.random.default_rng(3)
+    noise = np.zeros(240)
+    for t in range(1, 240):
+        noise[t] = 0.5 * noise[t - 1] + rng.standard_normal()
+    profile = np.tile(3 * rng.standard_normal(12), 20)
+    designs = {(d.lags, d.difference, d.seasonal): d.intercepts for d in _designs((profile + noise)[:, None],
+                                                                                  "auto", 12, None)}
+    assert designs[(1,), False, 0] == designs[(1,), True, 0] == 12
+    assert all(p == 0 for (lags, difference, seasonal), p in designs.items() if seasonal)
+    white = rng.standard_normal((240, 1))
+    assert {d.intercepts for d in _designs(white, "auto", 12, None)} == {0}
 
 
 def test_seasonal_lags_need_four_seasons_and_runs_of_lags_ten_steps_per_lag():
@@ -286,8 +303,9 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
     import bayeskern.inference.forecast as forecast
 
     y = nonlinear_ar(140, seed=9)[:, None]
-    X, Z, _, _ = _design_rows(_standardised(y, y), ForecastDesign((1, 2), False))
-    R, _ = forecast._residual_latents(X, Z, 100)
+    design = ForecastDesign((1, 2), False)
+    X, Z, _, _ = _design_rows(_standardised(y, y), design)
+    R, _ = forecast._residual_latents(X, Z, 100, design)
     split = forecast.split_for_validation(X, R, n_val=30, burn_in=0, num_landmarks=(6, 10), max_fit=60)
     start = {"log_cx": np.log(0.5), "log_cz": np.log(0.5), "log_lam": 0.0, "log_eta": np.log(1e-4),
              "log_s": np.log(0.5)}

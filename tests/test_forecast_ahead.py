@@ -25,15 +25,18 @@ def _by_hand_base(history, difference, seasonal):
     return history[-1] if difference else 0.0 * history[-1]
 
 
-@pytest.mark.parametrize("difference, seasonal", [(False, 0), (True, 0), (False, 4), (True, 4)])
+@pytest.mark.parametrize("difference, seasonal, intercepts",
+                         [(False, 0, 0), (True, 0, 0), (False, 4, 0), (True, 4, 0), (False, 0, 4), (True, 0, 5)])
 def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_by_its_transition(difference,
-                                                                                                  seasonal):
+                                                                                                  seasonal,
+                                                                                                  intercepts):
     """Horizon 1 is the one-step forecaster. Beyond it, by hand with the public streaming filter: the lags hold the
     forecasts, the residual is read from the predictive embedding carried by the transition (no update on
-    forecast lags), for levels, first differences, seasonal differences and both."""
-    y = (5.0 + nonlinear_ar(220, seed=1))[:, None]
+    forecast lags), for levels, first differences, seasonal differences and both, and with seasonal intercepts
+    (each step's intercept the one of its phase)."""
+    y = (5.0 + nonlinear_ar(220, seed=1))[:, None] + (intercepts > 0) * np.sin(np.arange(220) * 2.0)[:, None]
     tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
-    b = tuning.best._replace(design=ForecastDesign((1, 2), difference, seasonal))
+    b = tuning.best._replace(design=ForecastDesign((1, 2), difference, seasonal, intercepts))
     chosen = tuning._replace(best=b, members=(b,))
     one_step, _ = _forecast_path(y[:180], y[180:], chosen)
     paths, clipped = iterated_forecasts(y, chosen, 180, np.arange(180, 220), 3)
@@ -43,7 +46,8 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     centre, scale = _location_scale(y[:180])
     X, Z, _, offset = _design_rows(s, b.design)
     n_fit = 180 - offset
-    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, "auto")
+    kbf, ar, (low, high), _ = _build_filter(X[:n_fit], Z[:n_fit], b.c, b.lam, "auto", b.design)
+    assert ar.intercepts.shape == (max(intercepts, 1), 1)
     o = 190
     state = kbf.initial_state()
     for row in range(n_fit - 20, o - offset + 1):          # the burn-in, then the observed lags of step o
@@ -54,7 +58,7 @@ def test_multistep_forecasts_run_the_autoregression_on_forecasts_and_the_filter_
     weights = np.asarray(state.predicted)
     for h in range(3):
         x = np.concatenate(lags_now)
-        step = ar(x[None, :])[0] + readout
+        step = ar(x[None, :], start=o + h - offset)[0] + readout
         history.append(step + _by_hand_base(history, difference, seasonal))
         forecasts.append(history[-1] * scale + centre)
         lags_now = [step, lags_now[0]]

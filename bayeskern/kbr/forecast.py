@@ -43,6 +43,8 @@ class ForecastDesign(NamedTuple):
         lags: the lags l whose values u_{t-l} form the observation x_t (increasing).
         difference: whether u takes first differences y_t - y_{t-1} (True) or not (False: levels, unless seasonal).
         seasonal: the period s of a seasonal difference u_t - u_{t-s}, or 0 for none.
+        intercepts: the period P of the autoregression's seasonal intercepts (one per phase t mod P of a step t
+            counted from the series' start: deterministic seasonality), or 0 for one intercept.
         order: the differencing's reach a + s b (the earlier values it combines).
         offset: the first step the design forecasts (its largest lag plus its differencing's order).
         label: a short description, e.g. ``"lags (1, 2), first and seasonal (12) differences"``.
@@ -51,6 +53,7 @@ class ForecastDesign(NamedTuple):
     lags: tuple
     difference: bool
     seasonal: int = 0
+    intercepts: int = 0
 
     @property
     def order(self) -> int:
@@ -71,7 +74,8 @@ class ForecastDesign(NamedTuple):
             kind = f"{'first and ' if self.difference else ''}seasonal ({self.seasonal}) differences"
         else:
             kind = "differences" if self.difference else "levels"
-        return f"{shown}, {kind}"
+        means = f", seasonal ({self.intercepts}) intercepts" if self.intercepts else ""
+        return f"{shown}, {kind}{means}"
 
 
 class Candidate(NamedTuple):
@@ -226,11 +230,29 @@ def _aic_order(y, max_order: int) -> int:
     for p in range(1, max_order + 1):
         X, Z = lag_design(y, tuple(range(1, p + 1)))
         X, U = X[max_order - p:], Z[max_order - p:, :d]
-        A = np.hstack([np.ones((X.shape[0], 1)), X])
-        resid = U - A @ np.linalg.lstsq(A, U, rcond=None)[0]
-        logdet = np.linalg.slogdet(np.atleast_2d(resid.T @ resid / resid.shape[0]))[1]
-        best = min(best, (resid.shape[0] * logdet + 2 * (p * d + 1) * d, p))
+        best = min(best, (_least_squares_aic(np.hstack([np.ones((X.shape[0], 1)), X]), U), p))
     return best[1]
+
+
+def _least_squares_aic(A, U) -> float:
+    """AIC of the least-squares regression of U (n, d) on the columns of A (n, k): n log det(residual covariance)
+    + 2 k d."""
+    resid = U - A @ np.linalg.lstsq(A, U, rcond=None)[0]
+    logdet = np.linalg.slogdet(np.atleast_2d(resid.T @ resid / resid.shape[0]))[1]
+    return resid.shape[0] * logdet + 2 * A.shape[1] * U.shape[1]
+
+
+def _seasonal_intercepts(s_fit, lags: tuple, difference: bool, season: int) -> int:
+    """``season`` when one intercept per phase of the season lowers the AIC of the design's least-squares
+    autoregression on the standardised fit steps ``s_fit`` (T, d) against one intercept, else 0. A spurious season
+    then costs nothing: its intercepts do not pay for themselves. Fewer than three fit rows per coefficient: 0."""
+    X, Z, _, offset = _design_rows(s_fit, ForecastDesign(lags, difference))
+    n, d = X.shape[0], Z.shape[1] - X.shape[1]
+    if n < 3 * (season + X.shape[1]):
+        return 0
+    one = np.hstack([np.ones((n, 1)), X])
+    phased = np.hstack([np.eye(season)[_phases(season, offset, n)], X])
+    return season if _least_squares_aic(phased, Z[:, :d]) < _least_squares_aic(one, Z[:, :d]) else 0
 
 
 def _candidate_lags(season: int | None, max_order: int, max_lag: int, order: int | None = None) -> list:
@@ -293,29 +315,40 @@ def _design_rows(s, design: ForecastDesign):
 
 
 class _Autoregression(NamedTuple):
-    """A least-squares autoregression u ~ coef[0] + x coef[1:], callable on (m, k) lag vectors."""
+    """A least-squares autoregression u_t ~ b_{phase(t)} + x_t B of a design's rows, callable on (m, k) lag vectors
+    of consecutive rows from ``start`` on."""
 
-    coef: np.ndarray   # (1 + k, d)
+    intercepts: np.ndarray   # (P, d): one per phase, P = 1 without seasonal intercepts
+    slopes: np.ndarray       # (k, d)
+    offset: int              # row r of the design forecasts step r + offset
 
-    def __call__(self, X):
-        return self.coef[0] + X @ self.coef[1:]
-
-
-def _linear_mean(X, U) -> _Autoregression:
-    """Least-squares autoregression U ~ b + X B on the fit rows, X (n, k) lag vectors and U (n, d) targets."""
-    A = np.hstack([np.ones((X.shape[0], 1)), X])
-    return _Autoregression(np.linalg.lstsq(A, U, rcond=None)[0])
+    def __call__(self, X, start: int = 0):
+        return self.intercepts[_phases(self.intercepts.shape[0], self.offset + start, X.shape[0])] + X @ self.slopes
 
 
-def _residual_latents(X, Z, rows):
-    """(R, ar): the latents with their first d coordinates replaced by what the least-squares autoregression
-    ``ar`` fitted on the first ``rows`` rows leaves over, R = (u - ar(x), x)."""
+def _phases(period: int, first: int, n: int) -> np.ndarray:
+    """(n,) the phases t mod ``period`` of the steps first..first + n - 1."""
+    return (first + np.arange(n)) % period
+
+
+def _linear_mean(X, U, design: ForecastDesign, start: int = 0) -> _Autoregression:
+    """Least-squares autoregression U ~ b_phase + X B on rows start.. of the design, X (n, k) lag vectors and U
+    (n, d) targets, with the design's seasonal intercepts (one intercept without)."""
+    period = max(design.intercepts, 1)
+    A = np.hstack([np.eye(period)[_phases(period, design.offset + start, X.shape[0])], X])
+    coef = np.linalg.lstsq(A, U, rcond=None)[0]
+    return _Autoregression(coef[:period], coef[period:], design.offset)
+
+
+def _residual_latents(X, Z, rows, design: ForecastDesign, start: int = 0):
+    """(R, ar): the latents of rows start.. of the design with their first d coordinates replaced by what the
+    least-squares autoregression ``ar`` fitted on the first ``rows`` of them leaves over, R = (u - ar(x), x)."""
     d = Z.shape[1] - X.shape[1]
-    ar = _linear_mean(X[:rows], Z[:rows, :d])
-    return np.hstack([Z[:, :d] - ar(X), Z[:, d:]]), ar
+    ar = _linear_mean(X[:rows], Z[:rows, :d], design, start)
+    return np.hstack([Z[:, :d] - ar(X, start), Z[:, d:]]), ar
 
 
-def _build_filter(X, Z, c, lam, rank, **setting):
+def _build_filter(X, Z, c, lam, rank, design, **setting):
     """The forecaster's filter on the fit rows (X, Z) (:func:`_filter_setting`, whose keywords it takes), of the
     given rank.
 
@@ -323,11 +356,11 @@ def _build_filter(X, Z, c, lam, rank, **setting):
         (kbf, ar, (low, high), eta): the filter, the autoregression, the bounds (d,) of the filter's training
         residuals widened by ``RANGE_MARGIN``, and eta.
     """
-    X, R, sigma_x, sigma_z, eta, ar, bounds = _filter_setting(X, Z, c, **setting)
+    X, R, sigma_x, sigma_z, eta, ar, bounds = _filter_setting(X, Z, c, design, **setting)
     return KernelBayesFilter.build(X, R, sigma_x, sigma_z, lam, eta, rank=rank), ar, bounds, eta
 
 
-def _filter_setting(X, Z, c, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=None):
+def _filter_setting(X, Z, c, design, *, start=0, eta_grid=ETA_GRID, c_z=None, eta=None, window=None):
     """What the forecaster's filter is built from: the autoregression fitted on every fit row (X, Z), the filter's
     rows (X, R), R the residual latents, with bandwidths c (observations) and c_z (latents; default c) times the
     medians.
@@ -336,6 +369,8 @@ def _filter_setting(X, Z, c, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=No
         X: (n, k) lag vectors of the fit rows.
         Z: (n, d + k) their latents.
         c: bandwidth multiplier of the observations.
+        design: the :class:`ForecastDesign` of the rows (its seasonal intercepts).
+        start: the design row of X's first row.
         eta_grid: KuLSIF ridges scored by leave-one-out when ``eta`` is None.
         c_z: bandwidth multiplier of the residual latents (default c).
         eta: a given KuLSIF ridge (e.g. a posterior draw's).
@@ -346,7 +381,7 @@ def _filter_setting(X, Z, c, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=No
         autoregression and the bounds (d,) of the filter's training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
-    R, ar = _residual_latents(X, Z, X.shape[0])
+    R, ar = _residual_latents(X, Z, X.shape[0], design, start)
     first = 0 if window is None else max(0, X.shape[0] - window)
     X, R = X[first:], R[first:]
     # lag vectors that are one point (a constant differenced series: a constant or strictly periodic one) have no
@@ -358,17 +393,18 @@ def _filter_setting(X, Z, c, *, eta_grid=ETA_GRID, c_z=None, eta=None, window=No
     return X, R, c * _median_scale(X, "X", default=1.0), sigma_z, eta, ar, bounds
 
 
-def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
-    """The autoregression's forecasts of u over X_run and, for each ridge in ``lams``, the filtered mean of its
-    residual, from one filter built on the fit rows (:func:`_build_filter`; lam enters only the update, so the
-    filter is built once and the ridge replaced).
+def _filter_means(X, Z, X_run, c, lams, eta_grid, rank, design, start, run_start):
+    """The autoregression's forecasts of u over X_run (design rows from ``run_start``) and, for each ridge in
+    ``lams``, the filtered mean of its residual, from one filter built on the fit rows (X, Z) of ``design`` from
+    row ``start`` (:func:`_build_filter`; lam enters only the update, so the filter is built once and the ridge
+    replaced).
 
     Returns:
         (eta, trend (m, d), [read-out (m, d) per lam], (low, high)): the residual read-outs are raw (unclipped);
         low and high (d,) bound the training residuals widened by ``RANGE_MARGIN``.
     """
     d = Z.shape[1] - X.shape[1]
-    base, ar, bounds, eta = _build_filter(X, Z, c, min(lams), rank, eta_grid=eta_grid)
+    base, ar, bounds, eta = _build_filter(X, Z, c, min(lams), rank, design, start=start, eta_grid=eta_grid)
     readouts = []
     for lam in lams:
         kbf = dataclasses.replace(base, lam=jnp.asarray(lam))
@@ -376,7 +412,7 @@ def _filter_means(X, Z, X_run, c, lams, eta_grid, rank):
             warnings.simplefilter("ignore", OutOfRangeWarning)
             warnings.simplefilter("ignore", ReadoutWarning)
             readouts.append(np.asarray(kbf.filter(X_run))[:, :d])
-    return eta, ar(X_run), readouts, bounds
+    return eta, ar(X_run, run_start), readouts, bounds
 
 
 def _in_range(readout, bounds) -> np.ndarray:
@@ -410,8 +446,10 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         n_val: V (at most T // 2); default min(200, max(20, T // 5)).
         lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
             a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
-            Each lag set is validated on levels and on first differences, and with a season also on seasonal
-            differences y_t - y_{t-s} and on both (:class:`ForecastDesign`).
+            Each lag set is validated on levels and on first differences (with a season, with one intercept per
+            phase of the season, seasonal dummies, where they lower the AIC of the design's autoregression on the
+            fit steps), and with a season also on seasonal differences y_t - y_{t-s} and on both
+            (:class:`ForecastDesign`).
         season: seasonal period of the automatic lag sets and the seasonal differences; default
             :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
         max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
@@ -574,7 +612,8 @@ def _score_designs(job, report, stop) -> list:
         n_fit = T - V - offset
         run, fit, runs = slice(n_fit - burn_in, T - offset), slice(n_fit - window, n_fit), []
         for c in c_grid:
-            eta, trend, readouts, bounds = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank)
+            eta, trend, readouts, bounds = _filter_means(X[fit], Z[fit], X[run], c, lam_grid, eta_grid, rank, design,
+                                                         fit.start, run.start)
             for lam, readout in zip(lam_grid, readouts):
                 err = base[n_fit:] + trend[burn_in:] + readout[burn_in:] - truth
                 mse = float(np.mean(err**2))
@@ -647,9 +686,17 @@ def _designs(y_fit, lags, season, max_lag):
         lag_sets = _candidate_lags(season, max_order, max_lag, _aic_order(_standardised(y_fit, y_fit), max_order))
     else:
         lag_sets = [_check_lags(lags)]
-    seasonal = (0,) if season is None else (0, season)
-    return [ForecastDesign(lag_set, difference, s) for s in seasonal for lag_set in lag_sets
-            for difference in (False, True)]
+    designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in (False, True)]
+    if season is None:
+        return designs
+    # with a season, levels and first differences carry one intercept per phase where the AIC of their
+    # autoregression says so (deterministic seasonality: a stable profile averaged over every fit season);
+    # seasonal differences remove such a profile themselves
+    s_fit = _standardised(y_fit, y_fit)
+    designs = [design._replace(intercepts=_seasonal_intercepts(s_fit, design.lags, design.difference, season))
+               for design in designs]
+    return designs + [ForecastDesign(lag_set, difference, season) for lag_set in lag_sets
+                      for difference in (False, True)]
 
 
 class ConformalBand(NamedTuple):

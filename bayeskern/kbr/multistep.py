@@ -78,16 +78,17 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
     width = max(len(member.design.lags) for member in members) * d
     reach = max(max(member.design.lags) for member in members)
     order = max(max(1, member.design.order) for member in members)
+    period = int(np.lcm.reduce([max(1, member.design.intercepts) for member in members]))
     paths, clipped = 0.0, np.zeros((origins.size, horizon), bool)
     for member, (X, Z, _, offset) in zip(members, rows):
         pad = ((0, 0), (0, width - X.shape[1]))
         X, Z = np.pad(X, pad), np.pad(Z, pad)
         fit = slice(0, fit_end - offset)
         if hyper is None:
-            lam, setting = member.lam, _filter_setting(X[fit], Z[fit], member.c, window=window)
+            lam, setting = member.lam, _filter_setting(X[fit], Z[fit], member.c, member.design, window=window)
         else:
             c_x, c_z, lam, eta = hyper
-            setting = _filter_setting(X[fit], Z[fit], c_x, c_z=c_z, eta=eta, window=window)
+            setting = _filter_setting(X[fit], Z[fit], c_x, member.design, c_z=c_z, eta=eta, window=window)
         X_fit, R, sigma_x, sigma_z, eta, ar, (low, high) = setting
         kbf = KernelBayesFilter.build(X_fit, R, sigma_x, sigma_z, lam, eta, rank=rank)
         lags = member.design.lags
@@ -103,8 +104,10 @@ def iterated_forecasts(y, tuning: ForecastTuning, fit_end: int, origins, horizon
         coefficients = np.zeros(order)
         for k, c in _differencing(member.design):
             coefficients[k - 1] = c
-        path, flags = _iterate(kbf, jnp.asarray(ar.coef), jnp.asarray(low), jnp.asarray(high), posterior[at],
-                               following[at], jnp.asarray(history), jnp.asarray(past), jnp.asarray(coefficients),
+        intercepts = np.tile(ar.intercepts, (period // ar.intercepts.shape[0], 1))   # (period, d): one program
+        path, flags = _iterate(kbf, jnp.asarray(intercepts), jnp.asarray(ar.slopes), jnp.asarray(low),
+                               jnp.asarray(high), posterior[at], following[at], jnp.asarray(history),
+                               jnp.asarray(past), jnp.asarray(coefficients), jnp.asarray(origins % period),
                                horizon, index=_lag_index(lags, width // d))
         paths = paths + np.asarray(path) / len(members)
         clipped |= np.asarray(flags)
@@ -181,10 +184,11 @@ def _lag_index(lags, width: int):
 
 
 @partial(jax.jit, static_argnames=("horizon",))
-def _iterate(kbf, coef, low, high, w_post, w_next, history, past, differencing, horizon, index):
+def _iterate(kbf, intercepts, slopes, low, high, w_post, w_next, history, past, differencing, phase, horizon, index):
     """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
-    flags (O, horizon). w_post (O, T) are the filter's weights after step o's observed lags (Bayes' rule applied),
-    w_next (O, T) the predictive weights that follow; history (O, P, d) holds u_{o-1}, ..., u_{o-P} (the
+    flags (O, horizon). The autoregression's intercept of a step of phase p is intercepts[p] (P, d) and its
+    slopes (k, d); phase (O,) holds the origins' phases. w_post (O, T) are the filter's weights after step o's
+    observed lags (Bayes' rule applied), w_next (O, T) the predictive weights that follow; history (O, P, d) holds u_{o-1}, ..., u_{o-P} (the
     differenced series; zeros beyond the design's largest lag); past (O, M, d) holds s_{o-1}, ..., s_{o-M}, from
     which ``differencing`` (M,) rebuilds s_t = u_t + sum_k differencing[k - 1] s_{t-k}; ``index`` = (rows, mask) of
     :func:`_lag_index`. Later lags hold forecasts, not observations, so the embedding is only carried forward by
@@ -194,23 +198,23 @@ def _iterate(kbf, coef, low, high, w_post, w_next, history, past, differencing, 
     rows, mask = index
 
     def advance(carry, w):
-        w_next, history, past = carry
+        w_next, history, past, phase = carry
         x = jnp.where(mask[:, None], history[rows], 0.0).reshape(-1)       # as lag_design orders them
         raw = (w @ kbf.Z)[:d]
         residual = jnp.clip(raw, low, high)
-        u = coef[0] + x @ coef[1:] + residual
+        u = intercepts[phase] + x @ slopes + residual
         s = u + differencing @ past
         carry = (kbf.transition @ w_next, jnp.concatenate([u[None], history[:-1]]),
-                 jnp.concatenate([s[None], past[:-1]]))
+                 jnp.concatenate([s[None], past[:-1]]), (phase + 1) % intercepts.shape[0])
         return carry, w_next, (s, jnp.any(raw != residual))
 
-    def one_origin(w_post, w_next, history, past):
+    def one_origin(w_post, w_next, history, past, phase):
         def step(state, _):
             carry, w = state
             carry, w, out = advance(carry, w)
             return (carry, w), out
 
-        _, out = jax.lax.scan(step, ((w_next, history, past), w_post), None, length=horizon)
+        _, out = jax.lax.scan(step, ((w_next, history, past, phase), w_post), None, length=horizon)
         return out
 
-    return jax.vmap(one_origin)(w_post, w_next, history, past)
+    return jax.vmap(one_origin)(w_post, w_next, history, past, phase)
