@@ -250,8 +250,8 @@ def _seasonal_intercepts(s_fit, lags: tuple, difference: bool, season: int) -> i
     n, d = X.shape[0], Z.shape[1] - X.shape[1]
     if n < 3 * (season + X.shape[1]):
         return 0
-    one = np.hstack([np.ones((n, 1)), X])
-    phased = np.hstack([np.eye(season)[_phases(season, offset, n)], X])
+    one = np.hstack([_intercept_columns(1, offset, n), X])
+    phased = np.hstack([_intercept_columns(season, offset, n), X])
     return season if _least_squares_aic(phased, Z[:, :d]) < _least_squares_aic(one, Z[:, :d]) else 0
 
 
@@ -331,11 +331,17 @@ def _phases(period: int, first: int, n: int) -> np.ndarray:
     return (first + np.arange(n)) % period
 
 
+def _intercept_columns(period: int, first: int, n: int) -> np.ndarray:
+    """(n, period) the regression columns of one intercept per phase (a column of ones for period 1) of the steps
+    first..first + n - 1."""
+    return np.eye(period)[_phases(period, first, n)]
+
+
 def _linear_mean(X, U, design: ForecastDesign, start: int = 0) -> _Autoregression:
     """Least-squares autoregression U ~ b_phase + X B on rows start.. of the design, X (n, k) lag vectors and U
     (n, d) targets, with the design's seasonal intercepts (one intercept without)."""
     period = max(design.intercepts, 1)
-    A = np.hstack([np.eye(period)[_phases(period, design.offset + start, X.shape[0])], X])
+    A = np.hstack([_intercept_columns(period, design.offset + start, X.shape[0]), X])
     coef = np.linalg.lstsq(A, U, rcond=None)[0]
     return _Autoregression(coef[:period], coef[period:], design.offset)
 
