@@ -86,9 +86,9 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     """Forecasts of the next ``steps`` values of a series, with a band per horizon.
 
     The forecaster is the one :func:`forecast_series` validates (lags, levels, first or seasonal differences,
-    seasonal intercepts, the filter of what an autoregression leaves over, refitted on the whole series; the
-    average over the designs that validation cannot tell apart, ``tuning.members``). Several steps ahead the forecasts
-    take the place of the unknown values in the autoregression's lags (the recursive strategy), and the filter's
+    seasonal intercepts, the filter of what an autoregression leaves over, refitted on the whole series; the average
+    over the designs that validation cannot tell apart, ``tuning.members``). Several steps ahead the forecasts take
+    the place of the unknown values in the autoregression's lags (the recursive strategy), and the filter's
     embedding is carried forward by its transition (no Bayes update on lags that hold forecasts), so its correction
     relaxes towards the residual's long-run mean (:func:`bayeskern.kbr.multistep.iterated_forecasts`).
 

@@ -300,4 +300,5 @@ def _posterior_forecasts(draws, s, design, fit_end, key, rank):
     clipped = np.any((readouts < low) | (readouts > high), axis=(0, 2))
     readouts = np.clip(readouts, low, high)
     noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])))
-    return (base[n_fit:] + ar(X[n_fit:], n_fit) + readouts.mean(axis=0), np.sqrt(readouts.var(axis=0) + noise), clipped)
+    mean = base[n_fit:] + ar(X[n_fit:], n_fit) + readouts.mean(axis=0)
+    return mean, np.sqrt(readouts.var(axis=0) + noise), clipped

@@ -89,7 +89,8 @@ def test_the_rule_spreads_its_weight_as_documented():
     assert all("posterior" in label for label in only.labels) and all(type(k) is bk.RBF for k in only.kernels)
 
 
-@pytest.mark.parametrize("dim, share", [(2, 0.5), (31, 0.5), (32, bke.WIDE_POSTERIOR_SHARE), (100, bke.WIDE_POSTERIOR_SHARE)])
+@pytest.mark.parametrize("dim, share", [(2, 0.5), (31, 0.5), (32, bke.WIDE_POSTERIOR_SHARE),
+                                        (100, bke.WIDE_POSTERIOR_SHARE)])
 def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
     """The posterior kernels carry half the weight by default, a tenth once the pooled sample spans 32 or more
     dimensions; with no floor they carry all of it."""

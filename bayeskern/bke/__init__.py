@@ -13,4 +13,5 @@ from .likelihood import check_inducing_points, log_pseudolikelihood
 
 __all__ = ["ConvolvedSE", "SEPseudolikelihood", "default_num_inducing", "hold_out_inducing", "herding_inducing", "span_coordinates", "kron_loglik", "kron_loglik_as_printed", "log_volume", "log_pseudolikelihood", "check_inducing_points",
            "EmbeddingPosterior", "embedding_posterior", "WitnessPosterior", "witness_posterior",
-           "LengthscalePosterior", "lengthscale_posterior", "BayesAggregate", "WIDE_POSTERIOR_SHARE", "aggregated_witness"]
+           "LengthscalePosterior", "lengthscale_posterior", "BayesAggregate", "WIDE_POSTERIOR_SHARE",
+           "aggregated_witness"]

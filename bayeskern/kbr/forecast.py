@@ -230,7 +230,7 @@ def _aic_order(y, max_order: int) -> int:
     for p in range(1, max_order + 1):
         X, Z = lag_design(y, tuple(range(1, p + 1)))
         X, U = X[max_order - p:], Z[max_order - p:, :d]
-        best = min(best, (_least_squares_aic(np.hstack([np.ones((X.shape[0], 1)), X]), U), p))
+        best = min(best, (_least_squares_aic(np.hstack([_intercept_columns(1, 0, X.shape[0]), X]), U), p))
     return best[1]
 
 

@@ -185,15 +185,15 @@ def _lag_index(lags, width: int):
 
 @partial(jax.jit, static_argnames=("horizon",))
 def _iterate(kbf, intercepts, slopes, low, high, w_post, w_next, history, past, differencing, phase, horizon, index):
-    """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped
-    flags (O, horizon). The autoregression's intercept of a step of phase p is intercepts[p] (P, d) and its
-    slopes (k, d); phase (O,) holds the origins' phases. w_post (O, T) are the filter's weights after step o's
-    observed lags (Bayes' rule applied), w_next (O, T) the predictive weights that follow; history (O, P, d) holds u_{o-1}, ..., u_{o-P} (the
-    differenced series; zeros beyond the design's largest lag); past (O, M, d) holds s_{o-1}, ..., s_{o-M}, from
-    which ``differencing`` (M,) rebuilds s_t = u_t + sum_k differencing[k - 1] s_{t-k}; ``index`` = (rows, mask) of
-    :func:`_lag_index`. Later lags hold forecasts, not observations, so the embedding is only carried forward by
-    the transition (no update on values the filter made up itself); the autoregression runs on the forecast
-    lags."""
+    """The multi-step forecasts of the standardised series from O origins at once: (O, horizon, d) and clipped flags
+    (O, horizon). The autoregression's intercept of a step of phase p is intercepts[p] (S, d), S the period of its
+    seasonal intercepts (1 for one intercept), and its slopes are (k, d); phase (O,) holds the origins' phases.
+    w_post (O, T) are the filter's weights after step o's observed lags (Bayes' rule applied), w_next (O, T) the
+    predictive weights that follow; history (O, P, d) holds u_{o-1}, ..., u_{o-P} (the differenced series; zeros
+    beyond the design's largest lag); past (O, M, d) holds s_{o-1}, ..., s_{o-M}, from which ``differencing`` (M,)
+    rebuilds s_t = u_t + sum_k differencing[k - 1] s_{t-k}; ``index`` = (rows, mask) of :func:`_lag_index`. Later
+    lags hold forecasts, not observations, so the embedding is only carried forward by the transition (no update on
+    values the filter made up itself); the autoregression runs on the forecast lags."""
     d = past.shape[-1]
     rows, mask = index
 
