@@ -93,13 +93,19 @@ def test_the_rule_spreads_its_weight_as_documented():
                                         (100, bke.WIDE_POSTERIOR_SHARE)])
 def test_the_default_share_falls_from_a_span_of_32_dimensions(dim, share):
     """The posterior kernels carry half the weight by default, a tenth once the pooled sample spans 32 or more
-    dimensions; with no floor they carry all of it."""
+    dimensions; the floor's bandwidths share the rest evenly, or from 32 dimensions in proportion to 1 / l; with no
+    floor the posterior kernels carry all of it."""
     rng = np.random.default_rng(dim)
     X, Y = rng.standard_normal((60, dim)), rng.standard_normal((60, dim))
     collection = bke.BayesAggregate(families=("gaussian",), inducing=(10,))(X, Y, key=jax.random.key(2))
     posterior = np.array(["posterior" in label for label in collection.labels])
     assert posterior.any() and collection.weights[posterior].sum() == pytest.approx(share)
     assert collection.weights.sum() == pytest.approx(1.0)
+    floor = collection.weights[~posterior]
+    ells = np.array([k.lengthscale for k in np.array(collection.kernels, object)[~posterior]])
+    assert np.ptp(ells) > 0.5 * ells.min()
+    spread = floor * ells if dim >= 32 else floor
+    assert np.allclose(spread, spread[0], rtol=1e-9)
     only = bke.BayesAggregate(families=("gaussian",), num_bandwidths=0, inducing=(10,))(X, Y, key=jax.random.key(2))
     assert only.weights.sum() == pytest.approx(1.0) and all("posterior" in label for label in only.labels)
 

@@ -50,6 +50,15 @@ finer kernels; a tenth of the weight keeps the modes' power on mean shifts and f
 _SUBSAMPLE_STREAM = 0x5B   # fold_in tag of the subsample above max_points (independent of the inducing points)
 
 
+def _floor_weights(grid, span: int):
+    """(G,) weights of the floor's bandwidths ``grid``, summing to 1: even, or proportional to 1 / l for a sample
+    spanning 32 or more dimensions. There every distance is near the median one, the kernels broader than it all
+    measure much the same thing (about the difference of the means) and the changes that only finer kernels see
+    would otherwise get a small share of the weight."""
+    w = 1.0 / grid if span >= _WIDE_FROM_DIM else np.ones_like(grid)
+    return w / w.sum()
+
+
 @dataclass(frozen=True)
 class BayesAggregate:
     """The kernel rule of the Bayesian aggregated test: kernels and weights from the BKE posterior of the sample.
@@ -59,11 +68,11 @@ class BayesAggregate:
     observation's worth) gives the modes and their masses; each family gets a kernel at each mode, carrying
     ``posterior_share`` of the weight in proportion to the mode's mass (by default a half, and a tenth for samples
     spanning 32 or more dimensions, where the modes describe the pooled density's scale and changes of scale show
-    at finer ones). The rest of the weight is spread evenly
-    over ``num_bandwidths`` log-spaced bandwidths per family from half the finest useful scale (the 5 % quantile of
-    the pairwise distances, or in high dimension, where distances concentrate, the root of the 5-95 % range of the
-    squared distances) to twice the largest pairwise distance: a floor that keeps power where the pseudolikelihood
-    points at the wrong scale.
+    at finer ones). The rest of the weight goes to ``num_bandwidths`` log-spaced bandwidths per family from half the
+    finest useful scale (the 5 % quantile of the pairwise distances, or in high dimension, where distances
+    concentrate, the root of the 5-95 % range of the squared distances) to twice the largest pairwise distance,
+    evenly, or in proportion to 1 / l from a span of 32 dimensions: a floor that keeps power where the
+    pseudolikelihood points at the wrong scale.
 
     Attributes:
         families: kernel families, from ``"gaussian"`` (RBF) and ``"exponential"`` (Matern12, a Laplace-type kernel
@@ -157,9 +166,9 @@ class BayesAggregate:
             lo, hi = _distance_range(pooled, k_dist)
             grid = np.geomspace(lo / 2, 2 * hi, self.num_bandwidths)
             for family in self.families:
-                for ell in grid:
+                for ell, w in zip(grid, _floor_weights(grid, span)):
                     kernels.append(FAMILIES[family](float(ell)))
-                    weights.append((1 - share) / (F * len(grid)))
+                    weights.append((1 - share) * w / F)
                     labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
         if not kernels:   # too few distinct points for the posterior and no floor: the median heuristic's kernels
             ell = float(median_heuristic(pooled, key=k_dist))
