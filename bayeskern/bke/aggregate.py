@@ -165,8 +165,9 @@ class BayesAggregate:
         if self.num_bandwidths:
             lo, hi = _distance_range(pooled, k_dist)
             grid = np.geomspace(lo / 2, 2 * hi, self.num_bandwidths)
+            floor = _floor_weights(grid, span)
             for family in self.families:
-                for ell, w in zip(grid, _floor_weights(grid, span)):
+                for ell, w in zip(grid, floor):
                     kernels.append(FAMILIES[family](float(ell)))
                     weights.append((1 - share) * w / F)
                     labels.append(f"{family} l={ell:.3g} (bandwidth floor)")
