@@ -30,6 +30,9 @@ CALLS = {
         "X = rng.normal(size=(300, 1)); Y = X + 0.3 * rng.normal(size=(300, 1))",
         "bk.compression.select_lambda(X[:200], Y[:200], X[200:], Y[200:], bk.RBF(0.5), bk.RBF(0.5), size=100, "
         "key=jax.random.key(0))"),
+    "bke.log_volume, 200 points, m = 10, D = 3": (
+        "X, Z = rng.normal(size=(200, 3)), rng.normal(size=(10, 3))",
+        "bk.bke.log_volume(X, Z, bk.RBF(0.7))"),
 }
 
 _CHILD = """

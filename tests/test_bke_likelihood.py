@@ -144,6 +144,18 @@ def test_log_volume_equals_the_jacobian_determinant_for_a_full_covariance_kernel
     assert np.all(np.isfinite(far)) and np.all(far < -1000)
 
 
+def test_log_volume_is_one_compiled_program_per_shape_and_kernel_type(caplog):
+    """Called eagerly, the pass would compile each of its ~50 operations for every new shape; as one program a new
+    shape compiles once and a new lengthscale not at all."""
+    rng = np.random.default_rng(4)
+    X, Z, kernels = rng.standard_normal((11, 3)), rng.standard_normal((5, 3)), (RBF(0.5), RBF(0.9))
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        values = [np.asarray(log_volume(X, Z, k)) for k in kernels]
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
+    assert len(compiled) == 1 and compiled[0].startswith("Compiling jit(_log_volume_points)"), compiled
+    assert np.all(np.isfinite(values)) and not np.allclose(values[0], values[1])
+
+
 def test_log_volume_is_stable_where_direct_jacobians_underflow():
     X = np.array([[0.0, 0.0], [40.0, 0.1]])
     Z = np.array([[1.0, 0.5], [-0.5, 1.0], [0.3, -0.8]])

@@ -1,6 +1,8 @@
 """The log-volume term of the BKE pseudolikelihood: log sqrt(det J^T J) (m > D) or log sqrt(det J J^T) (m <= D) of
 the Jacobian J of x -> phi_z(x), with the rows' weights kept apart from their directions."""
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -216,5 +218,8 @@ def log_volume(X, Z, kernel: Kernel, *, method: str = "closed", convention: str 
     return _log_volume_points(X, Z, kernel, method, convention)
 
 
+@partial(jax.jit, static_argnames=("method", "convention"))
 def _log_volume_points(X, Z, kernel, method, convention):
+    """One compiled program per shape and kernel type: called eagerly, the pass would compile each of its ~50
+    operations separately."""
     return _features_and_log_volume(X, Z, kernel, method, convention, True)[1]
