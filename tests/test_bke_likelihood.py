@@ -156,6 +156,16 @@ def test_log_volume_is_one_compiled_program_per_shape_and_kernel_type(caplog):
     assert np.all(np.isfinite(values)) and not np.allclose(values[0], values[1])
 
 
+def test_kron_loglik_is_one_compiled_program_per_shape_and_method(caplog):
+    rng = np.random.default_rng(6)
+    K, R = rng.uniform(0.1, 1.0, (4, 13)), np.asarray(ConvolvedSE(RBF(0.6)).gram(rng.standard_normal((4, 1))))
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        values = [float(kron_loglik(K, R, tau2)) for tau2 in (0.3, 0.8)]
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
+    assert len(compiled) == 1 and compiled[0].startswith("Compiling jit(_compiled_kron_loglik)"), compiled
+    assert values[0] == pytest.approx(_dense_loglik(K, R, 0.3), abs=1e-10) and values[0] != values[1]
+
+
 def test_log_volume_is_stable_where_direct_jacobians_underflow():
     X = np.array([[0.0, 0.0], [40.0, 0.1]])
     Z = np.array([[1.0, 0.5], [-0.5, 1.0], [0.3, -0.8]])
