@@ -346,7 +346,7 @@ def test_on_repeated_rows_the_rule_keeps_likelihood_points_of_a_few_common_sizes
     monkeypatch.setattr(hyper.SEPseudolikelihood, "build", classmethod(spy))
     rng = np.random.default_rng(3)
     counts = {}
-    for seed in range(5):
+    for seed in range(3):
         X, Y = rng.standard_normal((300, 3)), rng.standard_normal((300, 3))
         Y[:150] = X[rng.integers(0, 300, 150)]            # half of Y repeats rows of X
         seen.clear()

@@ -264,12 +264,17 @@ def test_forecast_series_takes_several_coordinates():
     assert fc.mean.shape == (40, 2) and fc.band.shape == (2, 40, 2)
 
 
-def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
-    """With the model's window of fit steps set to 60, the model and every draw's refitted filter use the last 60;
-    the refitted filters are low rank like the sampled ones."""
+def test_the_bayesian_forecaster_samples_refits_on_its_window_and_keeps_the_phase_of_seasonal_intercepts(
+        monkeypatch):
+    """A fixed monthly profile (sd about 3) under AR(1) noise, 150 training steps, the model's window of fit steps
+    set to 100. The model and every draw's refitted filter are low rank (the larger landmark count) and use the last
+    100 fit steps; the calibration forecasts refit on the rows before the 30 calibration steps (150 - 30 - 30 steps,
+    89 rows of lag 1). The chosen design carries seasonal intercepts, and the Bayesian one-step forecasts, whose
+    autoregression starts at the first test step's phase, are about as accurate as the tuned ones (intercepts one
+    phase off would cost about the profile's size)."""
     import bayeskern.inference.forecast as forecast
 
-    monkeypatch.setattr(forecast, "FORECAST_MAX_FIT", 60)
+    monkeypatch.setattr(forecast, "FORECAST_MAX_FIT", 100)
     fitted_rows, split, predictive = [], forecast.split_for_validation, forecast.posterior_predictive_filter
 
     def recorded_split(*args, **kwargs):
@@ -281,23 +286,6 @@ def test_bayesian_forecast_samples_and_reports_diagnostics(monkeypatch):
     monkeypatch.setattr(forecast, "posterior_predictive_filter",
                         lambda draws, X, Z, *a, **k: fitted_rows.append((len(X), k["rank"]))
                         or predictive(draws, X, Z, *a, **k))
-    y = nonlinear_ar(140, seed=9)
-    fc = forecast_series(y[:110], y[110:], key=jax.random.key(0), bayesian=True, lags=(1,), n_val=30, num_chains=1,
-                         num_warmup=30, num_samples=30, num_landmarks=(6, 10))
-    # the model's filters, then each draw's refitted filter: low rank like the model's (the larger landmark count),
-    # first on the rows before the 30 calibration steps (110 - 30 - 30 steps, 49 rows of lag 1), then on the last 60
-    assert fitted_rows == [60, (49, 10), (60, 10)]
-    assert fc.calibration.shape == (30, 1) and np.all(fc.calibration >= 0)
-    assert fc.mcmc is not None and fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
-    assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
-    naive = np.sqrt(np.mean((y[109:-1] - y[110:]) ** 2))
-    assert np.sqrt(np.mean((fc.mean[:, 0] - y[110:]) ** 2)) < naive
-
-
-def test_the_bayesian_forecaster_keeps_the_phase_of_seasonal_intercepts():
-    """A fixed monthly profile (sd about 3) under AR(1) noise: the chosen design carries seasonal intercepts, and the
-    Bayesian one-step forecasts, whose autoregression starts at the first test step's phase, are about as accurate
-    as the tuned ones (intercepts one phase off would cost about the profile's size)."""
     rng = np.random.default_rng(5)
     noise = np.zeros(180)
     for t in range(1, 180):
@@ -308,7 +296,11 @@ def test_the_bayesian_forecaster_keeps_the_phase_of_seasonal_intercepts():
     assert plain.design.intercepts == 12
     fc = forecast_series(y[:150], y[150:], key=jax.random.key(0), bayesian=True, num_chains=1, num_warmup=30,
                          num_samples=30, num_landmarks=(6, 10), **setting)
+    assert fitted_rows == [100, (89, 10), (100, 10)]
     assert fc.design == plain.design and fc.mcmc is not None
+    assert fc.calibration.shape == (30, 1) and np.all(fc.calibration >= 0)
+    assert fc.mean.shape == (30, 1) and np.all(fc.scale > 0)
+    assert np.all(fc.band[0] <= fc.mean) and np.all(fc.mean <= fc.band[1])
 
     def rmse(forecast):
         return np.sqrt(np.mean((forecast.mean[:, 0] - y[150:]) ** 2))
