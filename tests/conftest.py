@@ -7,9 +7,9 @@ import sys
 # classic elemental emitters than with the newer fusion emitters, and LLVM's optimisation level 0 takes another
 # 30 % off (the programs are small and run briefly; the arithmetic is the same IEEE arithmetic, so every
 # tolerance still holds). Generating each program's machine code in one piece rather than in parallel parts takes
-# 15 % off the rest (a worker has one core: the parts would only take turns). Probed once in a subprocess (an
-# unknown XLA flag is fatal in a future jaxlib) and set before jax is imported; xdist workers and the CLI
-# subprocesses inherit the environment.
+# another 15 % off the backend's compile time (a worker has one core: the parts would only take turns; whole suite
+# 800 -> 666 s of backend compiling). Probed once in a subprocess (an unknown XLA flag is fatal in a future
+# jaxlib) and set before jax is imported; xdist workers and the CLI subprocesses inherit the environment.
 _FAST_COMPILE = ("--xla_cpu_use_fusion_emitters=false --xla_backend_optimization_level=0"
                  " --xla_cpu_parallel_codegen_split_count=1")
 if "BAYESKERN_TEST_XLA_PROBED" not in os.environ:
