@@ -4,7 +4,6 @@ Bayesian-averaged over the filter's hyperparameters by NUTS, with an adaptive co
 import math
 import time
 import warnings
-from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -260,13 +259,19 @@ def _posterior_mode(split, start: dict) -> dict:
     bandwidth) with lesser modes on the way. Chains started at the validated point then settle in different modes
     (split R-hat 1.8); started at the mode the climb reaches, they sample the same one.
     """
-    info = initialize_model(jax.random.key(0), kbf_hyper_model, model_args=(split,),
-                            init_strategy=init_to_value(values=start))
-    potential, x0 = info.potential_fn, info.param_info.z
-    x = jax.jit(partial(_climb, potential))(x0)      # the potential closes over the data: compiled per call
-    if not (all(np.all(np.isfinite(v)) for v in jax.tree.leaves(x)) and float(potential(x)) < float(potential(x0))):
+    made = {}
+
+    def climb(key):   # start, climb and both ends' potentials in one program (not the model op by op)
+        info = initialize_model(key, kbf_hyper_model, model_args=(split,), init_strategy=init_to_value(values=start))
+        made["postprocess"] = info.postprocess_fn
+        x0 = info.param_info.z
+        x = _climb(info.potential_fn, x0)
+        return x, info.potential_fn(x), info.potential_fn(x0)
+
+    x, u, u0 = jax.jit(climb)(jax.random.key(0))     # the model closes over the data: compiled per call
+    if not (all(np.all(np.isfinite(v)) for v in jax.tree.leaves(x)) and float(u) < float(u0)):
         return start
-    values = info.postprocess_fn(x)
+    values = made["postprocess"](x)
     return {name: values[name] for name in x}
 
 
