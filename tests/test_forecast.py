@@ -308,9 +308,10 @@ def test_the_bayesian_forecaster_samples_refits_on_its_window_and_keeps_the_phas
     assert rmse(plain) < 1.5 and rmse(fc) < 1.2 * rmse(plain)
 
 
-def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(monkeypatch):
+def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(monkeypatch, caplog):
     """The climb ends at a stationary point of the model's potential, lower than the start's; a climb that ends
-    anywhere not finite leaves the start as it was."""
+    anywhere not finite leaves the start as it was. Start, climb and scores are one program (initialising and
+    scoring the model operation by operation compiled 129)."""
     from numpyro.infer import init_to_value
     from numpyro.infer.util import initialize_model
 
@@ -330,7 +331,10 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
         value, grad = jax.value_and_grad(info.potential_fn)(info.param_info.z)
         return float(value), np.sqrt(sum(float(np.sum(g**2)) for g in grad.values()))
 
-    mode = forecast._posterior_mode(split, start)
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        mode = forecast._posterior_mode(split, start)
+    compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
+    assert len(compiled) <= 20 and any(m.startswith("Compiling jit(climb)") for m in compiled), compiled
     (u0, g0), (u1, g1) = potential_and_gradient(start), potential_and_gradient(mode)
     assert set(mode) == set(start) and u1 < u0 - 10 and g0 > 1 and g1 < 1e-6 * g0
     monkeypatch.setattr(forecast, "_climb", lambda potential, x: jax.tree.map(lambda v: v * np.nan, x))
