@@ -68,13 +68,11 @@ def rng():
 # mapped by XLA's JIT). JAX caches each jitted function's programs for the life of the process, so a single process
 # that compiles the whole suite's ~10^4 programs passes Linux's per-process limit of mappings
 # (vm.max_map_count, 65530 by default) and XLA aborts while mapping the next one. Between test files, once the
-# process holds more than three quarters of that limit, the caches are cleared: later files recompile what they
-# use. The margin left is over twice what the largest file maps (about 700 programs); clearing costs a worker
-# some 13 s of freeing programs, and at half the limit each worker of a 2-core run cleared once.
+# process holds more than half of that limit, the caches are cleared: later files recompile what they use.
 def _map_budget():
     try:
         with open("/proc/sys/vm/max_map_count") as f:
-            return 3 * int(f.read()) // 4
+            return int(f.read()) // 2
     except (OSError, ValueError):
         return None  # not Linux: no such limit to keep under
 
