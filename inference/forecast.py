@@ -261,14 +261,14 @@ def _posterior_mode(split, start: dict) -> dict:
     """
     made = {}
 
-    def climb(key):   # start, climb and both ends' potentials in one program (not the model op by op)
+    def start_and_climb(key):   # start, climb and score both ends in one program (not the model op by op)
         info = initialize_model(key, kbf_hyper_model, model_args=(split,), init_strategy=init_to_value(values=start))
         made["postprocess"] = info.postprocess_fn
         x0 = info.param_info.z
         x = _climb(info.potential_fn, x0)
         return x, info.potential_fn(x), info.potential_fn(x0)
 
-    x, u, u0 = jax.jit(climb)(jax.random.key(0))     # the model closes over the data: compiled per call
+    x, u, u0 = jax.jit(start_and_climb)(jax.random.key(0))     # the model closes over the data: compiled per call
     if not (all(np.all(np.isfinite(v)) for v in jax.tree.leaves(x)) and float(u) < float(u0)):
         return start
     values = made["postprocess"](x)

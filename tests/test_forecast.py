@@ -334,7 +334,7 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
     with jax.log_compiles(True), caplog.at_level("WARNING"):
         mode = forecast._posterior_mode(split, start)
     compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
-    assert len(compiled) <= 20 and any(m.startswith("Compiling jit(climb)") for m in compiled), compiled
+    assert len(compiled) <= 20 and any(m.startswith("Compiling jit(start_and_climb)") for m in compiled), compiled
     (u0, g0), (u1, g1) = potential_and_gradient(start), potential_and_gradient(mode)
     assert set(mode) == set(start) and u1 < u0 - 10 and g0 > 1 and g1 < 1e-6 * g0
     monkeypatch.setattr(forecast, "_climb", lambda potential, x: jax.tree.map(lambda v: v * np.nan, x))
