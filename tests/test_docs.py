@@ -443,8 +443,11 @@ def test_the_section_check_fails_on_a_function_without_sections():
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
 # pytest -m slow runs these: the low-rank filters of 3000 steps, and NUTS over the filter's hyperparameters (the
 # default suite samples that model in the README's compressed-split block and checks sample_kbf_posterior's call in
-# test_kbf_model; the slow test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering runs the call end to end)
-SLOW_BLOCKS = {"howto/filtering-3", "howto/filtering-4"}
+# test_kbf_model; the slow test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering runs the call end to end);
+# and the tests at scale on thousands of points (7-11 s each): the switches to random features and their statistics
+# are checked at small sizes in test_cyclic, repeated rows in every kernel rule in test_aggregate
+SLOW_BLOCKS = {"howto/filtering-3", "howto/filtering-4", "howto/tests-at-scale-2", "howto/tests-at-scale-3",
+               "howto/tests-at-scale-4"}
 
 
 def _python_blocks():
