@@ -3,7 +3,8 @@
 Called outside ``jit``, every JAX operation compiles a program of its own for each new shape, so what a first call
 costs is mostly how many programs it compiles. Each entry point runs in its own process, after its imports and data,
 and the script prints the programs compiled during the call and its wall-clock seconds (median of ``--repeats``
-processes). Run it on two checkouts to compare them:
+processes), then the same for a next call in that process on new data of the same shapes (what a simulation study
+pays per data set). Run it on two checkouts to compare them:
 
     python benchmarks/bench_first_calls.py --repeats 3
 """
@@ -33,6 +34,17 @@ CALLS = {
     "bke.log_volume, 200 points, m = 10, D = 3": (
         "X, Z = rng.normal(size=(200, 3)), rng.normal(size=(10, 3))",
         "bk.bke.log_volume(X, Z, bk.RBF(0.7))"),
+    "run_nuts on bke_model, 200 points, m = 10": (
+        "from bayeskern.inference import run_nuts; from bayeskern.models import bke_model\n"
+        "X, Z = bk.bke.hold_out_inducing(rng.normal(size=(200, 2)), jax.random.key(0), m=10)",
+        "run_nuts(bke_model, X, Z, key=jax.random.key(1), num_chains=2, num_warmup=300, num_samples=300, "
+        "progress_bar=False, rhat_max=np.inf, min_ess=1).samples"),
+    "run_nuts on kbf_hyper_model, 160 steps": (
+        "from bayeskern.inference import run_nuts; from bayeskern.models import kbf_hyper_model, split_for_validation\n"
+        "z = np.sin(np.arange(160) / 4) + 0.1 * rng.normal(size=160)\n"
+        "split = split_for_validation(z[1:, None], np.c_[z[1:], z[:-1]], n_val=40, burn_in=5, num_landmarks=(8, 8))",
+        "run_nuts(kbf_hyper_model, split, key=jax.random.key(1), num_chains=2, num_warmup=100, num_samples=100, "
+        "progress_bar=False, rhat_max=np.inf, min_ess=1).samples"),
 }
 
 _CHILD = """
@@ -41,33 +53,36 @@ bk.enable_x64()
 count = []
 jax.monitoring.register_event_duration_secs_listener(
     lambda event, seconds, **kw: count.append(1) if event == "/jax/core/compile/backend_compile_duration" else None)
-rng = np.random.default_rng(0)
+for seed in (0, 1):   # the first call, then a next one on new data of the same shapes
+    rng = np.random.default_rng(seed)
 {setup}
-jax.block_until_ready(jax.numpy.zeros(1))
-count.clear()
-began = time.perf_counter()
-out = {call}
-jax.block_until_ready(out)
-print(len(count), time.perf_counter() - began)
+    jax.block_until_ready(jax.numpy.zeros(1))
+    count.clear()
+    began = time.perf_counter()
+    out = {call}
+    jax.block_until_ready(out)
+    print(len(count), time.perf_counter() - began)
 """
 
 
-def first_call(setup: str, call: str) -> tuple[int, float]:
-    """(programs compiled, seconds) of one first call in a fresh process."""
+def first_call(setup: str, call: str) -> tuple[int, float, int, float]:
+    """(programs compiled, seconds) of one first call in a fresh process, then of a next call on new data."""
+    setup = "\n".join("    " + line for line in setup.splitlines())
     out = subprocess.run([sys.executable, "-c", _CHILD.format(setup=setup, call=call)], capture_output=True,
                          text=True, check=True)
-    programs, seconds = out.stdout.split()
-    return int(programs), float(seconds)
+    first, seconds, again, next_seconds = out.stdout.split()
+    return int(first), float(seconds), int(again), float(next_seconds)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="fresh processes per entry point")
     args = parser.parse_args()
-    print(f"{'entry point':45s} {'programs':>9s} {'seconds':>8s}")
+    print(f"{'entry point':45s} {'programs':>9s} {'seconds':>8s}   next call: {'programs':>9s} {'seconds':>8s}")
     for name, (setup, call) in CALLS.items():
         runs = [first_call(setup, call) for _ in range(args.repeats)]
-        print(f"{name:45s} {runs[0][0]:9d} {statistics.median(s for _, s in runs):8.2f}")
+        print(f"{name:45s} {runs[0][0]:9d} {statistics.median(r[1] for r in runs):8.2f}   "
+              f"{'':11s}{runs[0][2]:9d} {statistics.median(r[3] for r in runs):8.2f}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """NUTS for NumPyro models through NumPyro or BlackJAX, returning arviz InferenceData and diagnostics."""
 
+import collections
 import functools
 import inspect
 import os
@@ -114,6 +115,11 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     unconstrained scale, as Stan does. Models with observed sites also get their pointwise log likelihood (one
     more model evaluation per draw), so ``az.loo`` / ``az.compare`` can rank models.
 
+    With the NumPyro backend the data and ``init_values`` are arguments of the compiled programs: a later call with
+    the same model, non-array arguments, options and array shapes reuses them and compiles nothing (the last 8
+    such samplers are kept). A model that needs concrete data while traced (NumPy on its arguments) is compiled with
+    them as constants, per call.
+
     Args:
         model: a NumPyro model function, e.g. :func:`bayeskern.models.bke_model`.
         *model_args: positional arguments of the model (data). A :class:`~bayeskern.sharding.RowShards` (rows
@@ -195,19 +201,22 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     if chain_method is None:
         chain_method = "parallel" if jax.default_backend() == "cpu" else "vectorized"
     start = time.perf_counter()
+    # traced with the data as they are (the model's own checks see concrete values) before any compiled program
+    # takes them as arguments
+    deterministic = _deterministic_sites(model, model_args, model_kwargs, key)
     options = (num_chains, num_warmup, num_samples, target_accept, max_tree_depth)
     if chain_method == "processes":   # the workers also evaluate the pointwise log likelihood of their draws
         samples, stats, timings, finished, observations = _run_in_processes(
             model, model_args, model_kwargs, key, init_values, options, dense_mass, progress_bar)
     else:
-        run = _run_numpyro if backend == "numpyro" else _run_blackjax
-        samples, stats, timings, finished = run(model, model_args, model_kwargs, key, _init_strategy(init_values),
-                                                *options, progress_bar, "vectorized" if spread else chain_method,
-                                                dense_mass)
+        run, init = (_run_numpyro, init_values) if backend == "numpyro" else (_run_blackjax,
+                                                                               _init_strategy(init_values))
+        samples, stats, timings, finished = run(model, model_args, model_kwargs, key, init, *options, progress_bar,
+                                                "vectorized" if spread else chain_method, dense_mass)
         observations = None
     if samples is None:
         raise Interrupted(None, "NUTS was interrupted during warm-up: no draws yet")
-    sampled = [name for name in samples if name not in _deterministic_sites(model, model_args, model_kwargs, key)]
+    sampled = [name for name in samples if name not in deterministic]
     samples = {k: np.asarray(v) for k, v in samples.items()}  # waits for the device (dispatch is asynchronous)
     stats = {k: np.asarray(v) for k, v in stats.items()}
     observed, loglik = observations or _observations(model, model_args, model_kwargs, samples, key)
@@ -284,100 +293,197 @@ def _observations(model, args, kwargs, samples, key):
 
     Factor terms (``numpyro.factor``, e.g. the BKE pseudolikelihood) are not observations. Each pointwise term is
     scaled as it enters the posterior (``numpyro.handlers.scale``, e.g. the KBF model's tempering tau). The model is
-    traced abstractly first (no arithmetic); only models with observed sites are compiled, once, and mapped over
-    the draws sequentially.
+    traced abstractly first (no arithmetic); only models with observed sites are compiled, once for every call with
+    the same model, static arguments and shapes (as the sampler is), and mapped over the draws sequentially.
     """
-    def observations(params):
-        trace = handlers.trace(handlers.seed(handlers.substitute(model, data=params), key)).get_trace(*args, **kwargs)
+    data, signature, rebuild = _data_arguments(args, kwargs, None, traced=not _any_spread((args, kwargs)))
+    first = {k: v[0, 0] for k, v in samples.items()}
+    try:
+        observed = jax.eval_shape(_pointwise(model, rebuild), first, data, key)[0]
+    except _TRACER_ERRORS:   # the model needs concrete data: closed over
+        data, signature, rebuild = _data_arguments(args, kwargs, None, traced=False)
+        observed = jax.eval_shape(_pointwise(model, rebuild), first, data, key)[0]
+    if not observed:
+        return {}, {}
+    cache_key = None if signature is None else (model, signature)
+    program = _OBSERVATIONS.get(cache_key)
+    if program is None:
+        pointwise = _pointwise(model, rebuild)
+        program = _jit(lambda p, f, data, key: (pointwise(p, data, key)[0],
+                                                jax.lax.map(lambda d: pointwise(d, data, key)[1], f)))
+        if cache_key is not None:
+            _keep(_OBSERVATIONS, cache_key, program)
+    chains, draws = next(iter(samples.values())).shape[:2]
+    flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
+    observed, loglik = program(first, flat, data, key)
+    return ({k: np.asarray(v) for k, v in observed.items()},
+            {k: np.asarray(v).reshape((chains, draws) + v.shape[1:]) for k, v in loglik.items()})
+
+
+def _pointwise(model, rebuild):
+    """params, data, key -> (observed site -> value, observed site -> scaled pointwise log likelihood)."""
+    def pointwise(params, data, key):
+        model_args, model_kwargs, _ = rebuild(data)
+        trace = handlers.trace(handlers.seed(handlers.substitute(model, data=params), key)).get_trace(
+            *model_args, **model_kwargs)
         sites = {name: site for name, site in trace.items()
                  if site["type"] == "sample" and site["is_observed"] and not isinstance(site["fn"], Unit)}
         loglik = {name: (1.0 if site["scale"] is None else site["scale"]) * site["fn"].log_prob(site["value"])
                   for name, site in sites.items()}
         return {name: site["value"] for name, site in sites.items()}, loglik
 
-    first = {k: v[0, 0] for k, v in samples.items()}
-    if not jax.eval_shape(observations, first)[0]:
-        return {}, {}
-    chains, draws = next(iter(samples.values())).shape[:2]
-    flat = {k: v.reshape((chains * draws,) + v.shape[2:]) for k, v in samples.items()}
-    observed, loglik = _jit(lambda p, f: (observations(p)[0], jax.lax.map(lambda d: observations(d)[1], f)))(
-        first, flat)
-    return ({k: np.asarray(v) for k, v in observed.items()},
-            {k: np.asarray(v).reshape((chains, draws) + v.shape[1:]) for k, v in loglik.items()})
+    return pointwise
 
 
-def _data_arguments(args, kwargs, spread: bool):
-    """(arrays passed to compiled code, rebuild(arrays) -> (args, kwargs)). Data on one process are closed over
-    (constants: the model's own checks see concrete values while it is traced); rows spread over processes
-    cannot be closed over, so every array of the call is passed as an argument."""
-    if not spread:
-        return [], lambda data: (args, kwargs)
+def _keep(cache, key, value):
+    """cache[key] = value, the least recently used entries of the OrderedDict cache dropped beyond _KEPT."""
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > _KEPT:
+        cache.popitem(last=False)
+
+
+# The NumPyro sampler's compiled programs, kept across calls: a study that samples one model on many data sets of
+# one shape (coverage or power studies, rolling forecasts) compiles once, and a short run spends most of its time
+# compiling (BKE lengthscales on 200 points: 3.4 s a call, of which 0.1 s sampling). Keyed by the model, what is
+# static in its arguments (everything but arrays) and the sampler's options; the compiled programs by the shapes.
+_SAMPLERS = collections.OrderedDict()
+_OBSERVATIONS = collections.OrderedDict()   # the same for the pointwise log likelihood of the draws
+_KEPT = 8
+_TRACER_ERRORS = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+                  jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError)
+
+
+def _data_arguments(args, kwargs, init_values, traced: bool):
+    """(data passed to compiled code, what of the call is static (hashable, or None), rebuild(data) -> (args,
+    kwargs, init strategy)).
+
+    ``traced``: every array of the call and the start values are arguments of the compiled programs, so that they
+    serve every call whose static part and shapes are the same (rows spread over processes cannot be closed over
+    at all). Otherwise they are closed over: constants, for models that need concrete values while traced."""
+    if not traced:
+        init = _init_strategy(init_values)
+        return ((), None), None, lambda data: (args, kwargs, init)
     leaves, tree = jax.tree.flatten((args, kwargs))
     dynamic = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (jax.Array, np.ndarray))]
+    static = [None if i in dynamic else leaf for i, leaf in enumerate(leaves)]
+    start = None if init_values is None else {k: np.asarray(v) for k, v in init_values.items()}
+    signature = (tree, tuple((type(leaf), leaf) for leaf in static), None if start is None else tuple(sorted(start)))
+    try:
+        hash(signature)
+    except TypeError:   # e.g. an unhashable object among the static arguments: nothing to share across calls
+        signature = None
 
     def rebuild(data):
-        full = list(leaves)
-        for i, leaf in zip(dynamic, data):
+        arrays, start = data
+        full = list(static)
+        for i, leaf in zip(dynamic, arrays):
             full[i] = leaf
-        return jax.tree.unflatten(tree, full)
+        init = init_to_uniform(radius=2.0) if start is None else init_to_value(values=start)
+        return *jax.tree.unflatten(tree, full), init
 
-    return [leaves[i] for i in dynamic], rebuild
+    return ([leaves[i] for i in dynamic], start), signature, rebuild
 
 
-def _run_numpyro(model, args, kwargs, key, init, chains, warmup, draws, target_accept, depth, progress,
+class _NumPyroSampler:
+    """The jitted programs of NumPyro's NUTS for one model, static arguments and options: ``initial(key, data)``
+    makes the chain states (as :func:`_drive` groups them), ``advance`` is a chunk of transitions, ``constrain``
+    maps draws to the constrained sites; ``compiled`` holds their executables by the shapes of (key, data), the
+    last _KEPT shapes."""
+
+    def __init__(self, model, rebuild, chains, warmup, target_accept, depth, chain_method, dense_mass):
+        made, self.compiled = {}, collections.OrderedDict()
+
+        def initial(key, data):   # records the kernel and postprocessing that advance and constrain need
+            keys = jax.random.split(key, chains)
+            model_args, model_kwargs, init = rebuild(data)
+            info = initialize_model(keys, model, model_args=model_args, model_kwargs=model_kwargs,
+                                    init_strategy=init, dynamic_args=True)
+            init_kernel, made["sample"] = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
+            made["postprocess"] = info.postprocess_fn
+            structure = [tuple(sorted(info.param_info.z))] if dense_mass else []   # NumPyro's form of dense_mass
+            states = jax.vmap(lambda p, k: init_kernel(p, warmup, dense_mass=structure, max_tree_depth=depth,
+                                                       target_accept_prob=target_accept, model_args=model_args,
+                                                       model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
+            return _groups(states, chains, chain_method)
+
+        def advance(state, data, steps):
+            model_args, model_kwargs, _ = rebuild(data)
+
+            def transition(state):
+                return made["sample"](state, model_args, model_kwargs)
+
+            def one(state, j):
+                state = jax.lax.cond(j < steps, transition, lambda s: s, state)
+                return state, (state.z, {"lp": -state.potential_energy, "energy": state.energy,
+                                         "n_steps": state.num_steps, "step_size": state.adapt_state.step_size,
+                                         "diverging": state.diverging, "acceptance_rate": state.accept_prob})
+
+            return jax.lax.scan(one, state, jnp.arange(_CHUNK))
+
+        def constrain(z, data):   # sequential over draws: one model evaluation each (deterministic sites)
+            model_args, model_kwargs, _ = rebuild(data)
+            return jax.lax.map(made["postprocess"](*model_args, **model_kwargs), z)
+
+        self.initial, self.advance, self.constrain = _jit(initial), advance, _jit(constrain)
+
+
+def _numpyro_sampler(model, args, kwargs, init_values, options, spread: bool):
+    """(sampler, data): a kept sampler for this model, static arguments and options where there is one, else a new
+    one (kept when the call has a hashable static part and the model traces with its data as arguments)."""
+    data, signature, rebuild = _data_arguments(args, kwargs, init_values, traced=True)
+    key = None if spread or signature is None else (model, signature, options)
+    if key is not None and key in _SAMPLERS:
+        _SAMPLERS.move_to_end(key)
+        sampler = _SAMPLERS[key]
+        return (sampler, data) if sampler is not None else _closed_over(model, args, kwargs, init_values, options)
+    sampler = _NumPyroSampler(model, rebuild, *options)
+    if key is not None:
+        _keep(_SAMPLERS, key, sampler)
+    return sampler, data
+
+
+def _closed_over(model, args, kwargs, init_values, options):
+    """A sampler with the data closed over (for a model that needs concrete data while it is traced)."""
+    data, _, rebuild = _data_arguments(args, kwargs, init_values, traced=False)
+    return _NumPyroSampler(model, rebuild, *options), data
+
+
+def _run_numpyro(model, args, kwargs, key, init_values, chains, warmup, draws, target_accept, depth, progress,
                  chain_method, dense_mass, only=None, stop=None):
     """NumPyro's NUTS kernel (``numpyro.infer.hmc``: Stan-style warm-up of step size and mass matrix), driven in
-    compiled chunks of transitions by :func:`_drive` (``only``, ``stop``: see there)."""
-    data, rebuild = _data_arguments(args, kwargs, _any_spread((args, kwargs)))
-    made = {}
-
-    def initial(key, data):   # the chains' initial states (as _drive groups them); records kernel and postprocessing
-        keys = jax.random.split(key, chains)
-        model_args, model_kwargs = rebuild(data)
-        info = initialize_model(keys, model, model_args=model_args, model_kwargs=model_kwargs, init_strategy=init,
-                                dynamic_args=True)
-        init_kernel, made["sample"] = hmc(potential_fn_gen=info.potential_fn, algo="NUTS")
-        made["postprocess"] = info.postprocess_fn
-        structure = [tuple(sorted(info.param_info.z))] if dense_mass else []   # NumPyro's form of dense_mass
-        states = jax.vmap(lambda p, k: init_kernel(p, warmup, dense_mass=structure, target_accept_prob=target_accept,
-                                                   max_tree_depth=depth, model_args=model_args,
-                                                   model_kwargs=model_kwargs, rng_key=k))(info.param_info, keys)
-        return _groups(states, chains, chain_method)
-
-    start = _jit(initial).lower(key, data), (key, data)   # tracing it records the kernel that advance needs
-
-    def advance(state, data, steps):
-        model_args, model_kwargs = rebuild(data)
-
-        def transition(state):
-            return made["sample"](state, model_args, model_kwargs)
-
-        def one(state, j):
-            state = jax.lax.cond(j < steps, transition, lambda s: s, state)
-            return state, (state.z, {"lp": -state.potential_energy, "energy": state.energy,
-                                     "n_steps": state.num_steps, "step_size": state.adapt_state.step_size,
-                                     "diverging": state.diverging, "acceptance_rate": state.accept_prob})
-
-        return jax.lax.scan(one, state, jnp.arange(_CHUNK))
-
-    z, stats, timings, finished = _drive(advance, start, data, chains, warmup, draws, progress, chain_method,
-                                         "NUTS", only, stop)
+    compiled chunks of transitions by :func:`_drive` (``only``, ``stop``: see there). The programs are those of a
+    kept sampler where the model, static arguments, options and shapes are those of an earlier call."""
+    spread = _any_spread((args, kwargs))
+    options = (chains, warmup, target_accept, depth, chain_method, dense_mass)
+    sampler, data = _numpyro_sampler(model, args, kwargs, init_values, options, spread)
+    shapes = (jax.typeof(key), *(jax.typeof(leaf) for leaf in jax.tree.leaves(data)))
+    kept = sampler.compiled.get(shapes, {})
+    _keep(sampler.compiled, shapes, kept)
+    if "initial" not in kept:
+        try:
+            kept["initial"] = sampler.initial.lower(key, data)
+        except _TRACER_ERRORS:   # the model needs concrete data: closed over, for this call and the next ones
+            if spread:
+                raise
+            for k, v in list(_SAMPLERS.items()):
+                if v is sampler:
+                    _SAMPLERS[k] = None
+            sampler, data = _closed_over(model, args, kwargs, init_values, options)
+            kept = {"initial": sampler.initial.lower(key, data)}
+    z, stats, timings, finished = _drive(sampler.advance, (kept, (key, data)), data, chains, warmup, draws, progress,
+                                         chain_method, "NUTS", only, stop)
     if z is None:
         return None, None, timings, finished
     stats["tree_depth"] = _tree_depth(stats["n_steps"])
-
-    def constrain(z, data):   # sequential over draws: one model evaluation each (deterministic sites)
-        model_args, model_kwargs = rebuild(data)
-        return jax.lax.map(made["postprocess"](*model_args, **model_kwargs), z)
-
-    return _constrained(constrain, z, data), stats, timings, finished
+    return _constrained(sampler.constrain, z, data), stats, timings, finished
 
 
 def _constrained(constrain, z, data):
     """Constrained sites of the draws z (site -> (chains, draws, ...))."""
     chains, draws = jax.tree.leaves(z)[0].shape[:2]
     flat = jax.tree.map(lambda a: a.reshape((chains * draws,) + a.shape[2:]), z)
-    return jax.tree.map(lambda a: np.asarray(a).reshape((chains, draws) + a.shape[1:]), _jit(constrain)(flat, data))
+    return jax.tree.map(lambda a: np.asarray(a).reshape((chains, draws) + a.shape[1:]), constrain(flat, data))
 
 
 def _groups(states, chains: int, chain_method: str) -> list:
@@ -392,14 +498,14 @@ def _drive(advance, start, data, chains, warmup, draws, progress, chain_method, 
     """``warmup`` then ``draws`` transitions of every chain, in chunks of ``advance(state, data, steps) -> (state,
     trace)`` (a compiled scan of ``_CHUNK`` transitions of which the first ``steps`` are taken: one compilation).
 
-    ``start = (lowered, args)``: the lowered program that makes the chain states (:func:`_groups`) from ``args``;
-    its run counts as warm-up. ``"vectorized"``: the chains advance in lockstep under ``vmap`` (one program; each step
-    waits for the longest trajectory of any chain). Otherwise each chain runs alone: ``"parallel"`` on one thread per
-    CPU core (JAX releases the GIL while a chunk runs; with several devices chain c runs on device c mod count),
-    ``"sequential"`` one after another. Every chunk is waited for where it is dispatched (a thread that instead
-    blocks later, converting the trace, keeps the next chunk waiting: measured 2x slower per transition). The
-    phases are timed separately (all chains finish warm-up before sampling starts). A Ctrl-C, also while compiling,
-    stops every chain at its next chunk boundary.
+    ``start = (kept, args)``: ``kept["initial"]`` is the program that makes the chain states (:func:`_groups`) from
+    ``args`` (see :func:`_programs`); its run counts as warm-up. ``"vectorized"``: the chains advance in lockstep
+    under ``vmap`` (one program; each step waits for the longest trajectory of any chain). Otherwise each chain runs
+    alone: ``"parallel"`` on one thread per CPU core (JAX releases the GIL while a chunk runs; with several devices
+    chain c runs on device c mod count), ``"sequential"`` one after another. Every chunk is waited for where it is
+    dispatched (a thread that instead blocks later, converting the trace, keeps the next chunk waiting: measured 2x
+    slower per transition). The phases are timed separately (all chains finish warm-up before sampling starts). A
+    Ctrl-C, also while compiling, stops every chain at its next chunk boundary.
 
     ``progress``: show a progress bar (bool), or a function called with the transitions of each chunk. ``only``:
     run only these chains (a worker process's share of ``"processes"``); ``stop``: an event that stops every chain
@@ -514,43 +620,51 @@ def _chain_worker(job, report, stop):
     """A worker's share of ``"processes"``: its chains of the NumPyro sampler, one after another, and the pointwise
     log likelihood of their draws. Returns (samples, stats, timings, finished, observed, loglik)."""
     model, args, kwargs, key, init_values, options, dense_mass, share = job
-    samples, stats, timings, finished = _run_numpyro(model, args, kwargs, key, _init_strategy(init_values),
-                                                     *options, report, "sequential", dense_mass, share, stop)
+    samples, stats, timings, finished = _run_numpyro(model, args, kwargs, key, init_values, *options, report,
+                                                     "sequential", dense_mass, share, stop)
     if samples is None:
         return samples, stats, timings, finished, None, None
     return samples, stats, timings, finished, *_observations(model, args, kwargs, samples, key)
 
 
 def _programs(advance, start, data, chains, chain_method):
-    """Compile the chunk program and the initial-state program ``start = (lowered, args)`` and make the chain states.
+    """Compile the chunk program and the initial-state program and make the chain states. ``start = (kept,
+    args)``: ``kept["initial"]`` is the initial-state program (lowered, or compiled by an earlier call), to be called
+    on ``args``; the compiled programs are left in ``kept`` for the next call with the same shapes.
 
     The two compile at once (the initial-state program on another thread: XLA releases the GIL; together they take
     about two thirds of their sum on two cores). The chunk is compiled once, before any chain thread calls it
     (threads that call a jitted function for the first time together each compile it). Returns (step(g, state,
     steps) -> (state, trace), the chain groups, chains per group, seconds to make the states)."""
-    lowered, args = start
+    kept, args = start
+    spread = _any_spread(data)
 
     def make_states(initial):
         began = time.perf_counter()
         return list(jax.block_until_ready(initial(*args))), time.perf_counter() - began
 
     with ThreadPoolExecutor(1) as compiling:
-        pending = compiling.submit(lowered.compile)
-        made = make_states(pending.result()) if data else None   # rows over processes: lower on the states themselves
-        like = made[0] if data else lowered.out_info
+        initial = kept["initial"]
+        pending = compiling.submit(initial.compile) if isinstance(initial, jax.stages.Lowered) else None
+        made = make_states(pending.result() if pending else initial) if spread else None   # rows over processes:
+        like = made[0] if spread else initial.out_info                                      # lower on the states
+        devices = jax.local_devices()
+        if "step" not in kept:
+            if chain_method == "vectorized":
+                kept["step"] = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(like[0], data, _CHUNK).compile()
+            elif len(devices) == 1:
+                kept["step"] = _jit(advance).lower(like[0], data, _CHUNK).compile()
+            else:   # several devices: one compilation per device, on first use
+                kept["step"] = _jit(advance)
         if chain_method == "vectorized":
-            vectorised = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(like[0], data, _CHUNK).compile()
-
             def step(g, state, steps):
-                return vectorised(state, data, steps)
+                return kept["step"](state, data, steps)
         else:
-            single, devices = _jit(advance), jax.local_devices()
-            if len(devices) == 1:   # several devices: one compilation per device, on first use
-                single = single.lower(like[0], data, _CHUNK).compile()
-
             def step(g, state, steps):
-                return single(jax.device_put(state, devices[g % len(devices)]), data, steps)
-        groups, seconds = made or make_states(pending.result())
+                return kept["step"](jax.device_put(state, devices[g % len(devices)]), data, steps)
+        if pending is not None:
+            kept["initial"] = pending.result()
+        groups, seconds = made or make_states(kept["initial"])
     return step, groups, chains if chain_method == "vectorized" else 1, seconds
 
 
@@ -624,8 +738,8 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
         (state, key), trace = jax.lax.scan(one, (state, key), jnp.arange(_CHUNK))
         return (state, parameters, key), trace
 
-    z, stats, timings, finished = _drive(advance, (warm_up.lower(keys[0], z0), (keys[0], z0)), None, chains, 0,
-                                         draws, progress, chain_method, "NUTS (blackjax)")
+    z, stats, timings, finished = _drive(advance, ({"initial": warm_up.lower(keys[0], z0)}, (keys[0], z0)), None,
+                                         chains, 0, draws, progress, chain_method, "NUTS (blackjax)")
     if z is None:
         return None, None, timings, finished
-    return _constrained(lambda f, _: jax.lax.map(postprocess_fn, f), z, None), stats, timings, finished
+    return _constrained(_jit(lambda f, _: jax.lax.map(postprocess_fn, f)), z, None), stats, timings, finished

@@ -110,7 +110,9 @@ def split_for_validation(X, Z, n_val: int = 200, *, burn_in: int = 10,
                 raise ValueError(f"num_landmarks must hold positive integers, got {num_landmarks!r}")
         landmarks = select_landmarks(RBF(landmark_scale * median_x), X_fit, p_x)
         landmarks_z = select_landmarks(RBF(landmark_scale * median_z), Z_fit, p_z)
-    return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], median_x, median_z, landmarks, landmarks_z=landmarks_z)
+    # the medians as arrays, like the rows: NUTS then keeps one compiled sampler for every split of these shapes
+    return FilterSplit(X_fit, Z_fit, X[T - V:], Z[T - V:], np.asarray(median_x), np.asarray(median_z), landmarks,
+                       landmarks_z=landmarks_z)
 
 
 def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, lam_c=None,

@@ -314,11 +314,24 @@ def test_processes_refuse_what_workers_cannot_run():
     with pytest.raises(TypeError, match="define it in an importable module"):
         run_nuts(model, y, key=jax.random.key(0), chain_method="processes", progress_bar=False)
     with pytest.raises(TypeError, match="pickles"):
-        run_nuts(_normal_model, y, key=jax.random.key(0), chain_method="processes", progress_bar=False,
-                 unpicklable=lambda: None)
+        run_nuts(_model_with_an_option, y, key=jax.random.key(0), chain_method="processes", progress_bar=False,
+                 option=lambda: None)
 
 
-def test_parallel_chains_share_one_compilation_of_each_program(caplog):
+def _model_with_an_option(y, option=None):
+    _normal_model(y)
+
+
+@pytest.fixture
+def no_kept_samplers(monkeypatch):
+    """No sampler kept from an earlier test: this test's calls compile as a first call does."""
+    import bayeskern.inference.nuts as nuts
+
+    for name in ("_SAMPLERS", "_OBSERVATIONS"):
+        monkeypatch.setattr(nuts, name, type(getattr(nuts, name))())
+
+
+def test_parallel_chains_share_one_compilation_of_each_program(caplog, no_kept_samplers):
     """The chunk program is compiled once before the chain threads start (threads calling a jitted function for the
     first time together would each compile it), and the initial states come from one program, split inside it."""
     y = np.random.default_rng(5).normal(size=20)
@@ -330,6 +343,59 @@ def test_parallel_chains_share_one_compilation_of_each_program(caplog):
     assert sum(m.startswith("Compiling jit(initial)") for m in compiled) == 1, compiled
     assert not any(m.startswith(("Compiling jit(dynamic_slice)", "Compiling jit(squeeze)")) for m in compiled)
     assert run.samples["mu"].shape == (3, 50)
+
+
+def _positive_model(y, scale=1.0):
+    """Needs its data concrete while traced (a check in NumPy)."""
+    import numpyro
+
+    if np.any(np.asarray(y) <= 0):
+        raise ValueError("y must be positive")
+    mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
+    numpyro.sample("y", dist.LogNormal(mu, scale), obs=y)
+
+
+def _compiled(caplog, run):
+    caplog.clear()
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        result = run()
+    return result, [r.getMessage().split(" ")[1] for r in caplog.records if r.getMessage().startswith("Compiling ")]
+
+
+def test_a_second_call_on_data_of_the_same_shapes_reuses_the_compiled_sampler(caplog, no_kept_samplers):
+    """Data and start values are arguments of the kept programs, not constants: a call on other data of the same
+    shapes compiles nothing of the sampler and draws what it draws in a fresh process; other shapes or options
+    compile anew; a model that needs concrete data is sampled with them closed over, and its checks still run."""
+    import bayeskern.inference.nuts as nuts
+
+    options = dict(num_chains=2, num_warmup=60, num_samples=40, progress_bar=False, rhat_max=np.inf, min_ess=1)
+    rng = np.random.default_rng(11)
+    y1, y2 = rng.normal(1.0, 1.0, 30), rng.normal(-2.0, 1.0, 30)
+
+    def run(y, start, **more):
+        return run_nuts(_normal_model, y, key=jax.random.key(3), init_values={"mu": start}, **{**options, **more})
+
+    _, first = _compiled(caplog, lambda: run(y1, 0.5))
+    assert {"jit(initial)", "jit(advance)", "jit(constrain)", "jit(<lambda>)"} <= set(first), first
+    second, again = _compiled(caplog, lambda: run(y2, -1.0))
+    assert not {"jit(initial)", "jit(advance)", "jit(constrain)", "jit(<lambda>)"} & set(again), again
+    for name in ("_SAMPLERS", "_OBSERVATIONS"):
+        getattr(nuts, name).clear()
+    fresh = run(y2, -1.0)
+    for group in ("samples", "sample_stats", "log_likelihood"):
+        for site, value in getattr(fresh, group).items():
+            np.testing.assert_array_equal(getattr(second, group)[site], value, err_msg=f"{group} {site}")
+    assert abs(second.samples["mu"].mean() - y2.mean()) < 0.6
+    _, longer = _compiled(caplog, lambda: run(np.r_[y2, 0.0], -1.0))
+    assert "jit(initial)" in longer and "jit(advance)" in longer
+    _, other = _compiled(caplog, lambda: run(y2, -1.0, num_chains=3))
+    assert "jit(initial)" in other
+
+    positive = np.exp(y1)
+    kept = run_nuts(_positive_model, positive, key=jax.random.key(3), **options)
+    assert abs(kept.samples["mu"].mean() - y1.mean()) < 0.6 and nuts._SAMPLERS[next(reversed(nuts._SAMPLERS))] is None
+    with pytest.raises(ValueError, match="y must be positive"):
+        run_nuts(_positive_model, -positive, key=jax.random.key(3), **options)
 
 
 def test_ctrl_c_while_compiling_raises_interrupted_without_draws(monkeypatch):
