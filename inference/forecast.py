@@ -259,20 +259,22 @@ def _posterior_mode(split, start: dict) -> dict:
     bandwidth) with lesser modes on the way. Chains started at the validated point then settle in different modes
     (split R-hat 1.8); started at the mode the climb reaches, they sample the same one.
     """
-    made = {}
-
-    def start_and_climb(key):   # start, climb and score both ends in one program (not the model op by op)
-        info = initialize_model(key, kbf_hyper_model, model_args=(split,), init_strategy=init_to_value(values=start))
-        made["postprocess"] = info.postprocess_fn
-        x0 = info.param_info.z
-        x = _climb(info.potential_fn, x0)
-        return x, info.potential_fn(x), info.potential_fn(x0)
-
-    x, u, u0 = jax.jit(start_and_climb)(jax.random.key(0))     # the model closes over the data: compiled per call
+    x, values, u, u0 = _start_and_climb(split, {name: np.asarray(value) for name, value in start.items()})
     if not (all(np.all(np.isfinite(v)) for v in jax.tree.leaves(x)) and float(u) < float(u0)):
         return start
-    values = made["postprocess"](x)
     return {name: values[name] for name in x}
+
+
+@jax.jit
+def _start_and_climb(split, start):
+    """Start, climb and score both ends in one program (not the model operation by operation), with the data and the
+    start as arguments: one compilation serves every split of the same shapes. Returns (unconstrained mode, its
+    constrained values, potential there, potential at the start)."""
+    info = initialize_model(jax.random.key(0), kbf_hyper_model, model_args=(split,),
+                            init_strategy=init_to_value(values=start))
+    x0 = info.param_info.z
+    x = _climb(info.potential_fn, x0)
+    return x, info.postprocess_fn(x), info.potential_fn(x), info.potential_fn(x0)
 
 
 def _climb(potential, x):

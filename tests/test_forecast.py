@@ -311,7 +311,7 @@ def test_the_bayesian_forecaster_samples_refits_on_its_window_and_keeps_the_phas
 def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(monkeypatch, caplog):
     """The climb ends at a stationary point of the model's potential, lower than the start's; a climb that ends
     anywhere not finite leaves the start as it was. Start, climb and scores are one program (initialising and
-    scoring the model operation by operation compiled 129)."""
+    scoring the model operation by operation compiled 129), which other data of the same shapes reuse."""
     from numpyro.infer import init_to_value
     from numpyro.infer.util import initialize_model
 
@@ -334,10 +334,17 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
     with jax.log_compiles(True), caplog.at_level("WARNING"):
         mode = forecast._posterior_mode(split, start)
     compiled = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
-    assert len(compiled) <= 20 and any(m.startswith("Compiling jit(start_and_climb)") for m in compiled), compiled
+    assert len(compiled) <= 20 and any(m.startswith("Compiling jit(_start_and_climb)") for m in compiled), compiled
     (u0, g0), (u1, g1) = potential_and_gradient(start), potential_and_gradient(mode)
     assert set(mode) == set(start) and u1 < u0 - 10 and g0 > 1 and g1 < 1e-6 * g0
+    other = split._replace(X_val=split.X_val[::-1], Z_val=split.Z_val[::-1])   # other data, the same shapes
+    with jax.log_compiles(True), caplog.at_level("WARNING"):
+        caplog.clear()
+        forecast._posterior_mode(other, start)
+    assert not [r for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
     monkeypatch.setattr(forecast, "_climb", lambda potential, x: jax.tree.map(lambda v: v * np.nan, x))
+    climb = forecast._start_and_climb.__wrapped__   # traced afresh (a new function), so with the climb above
+    monkeypatch.setattr(forecast, "_start_and_climb", jax.jit(lambda split, start: climb(split, start)))
     assert forecast._posterior_mode(split, start) is start
 
 
