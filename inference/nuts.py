@@ -370,9 +370,10 @@ def _data_arguments(args, kwargs, init_values, traced: bool):
     static = [None if i in dynamic else leaf for i, leaf in enumerate(leaves)]
     start = None if init_values is None else {k: np.asarray(v) for k, v in init_values.items()}
     signature = (tree, tuple((type(leaf), leaf) for leaf in static), None if start is None else tuple(sorted(start)))
-    try:
+    try:   # an unhashable object among the static arguments, or one whose == is not a bool: nothing to share
         hash(signature)
-    except TypeError:   # e.g. an unhashable object among the static arguments: nothing to share across calls
+        bool(signature == signature)
+    except (TypeError, ValueError):
         signature = None
 
     def rebuild(data):

@@ -391,6 +391,12 @@ def test_a_second_call_on_data_of_the_same_shapes_reuses_the_compiled_sampler(ca
     _, other = _compiled(caplog, lambda: run(y2, -1.0, num_chains=3))
     assert "jit(initial)" in other
 
+    unhashable = {"option": {1, 2}}   # a set: not a pytree and not hashable, so nothing is kept for such calls
+    for _ in range(2):
+        _, each = _compiled(caplog, lambda: run_nuts(_model_with_an_option, y1, key=jax.random.key(3), **options,
+                                                     **unhashable))
+        assert "jit(initial)" in each
+
     positive = np.exp(y1)
     kept = run_nuts(_positive_model, positive, key=jax.random.key(3), **options)
     assert abs(kept.samples["mu"].mean() - y1.mean()) < 0.6 and nuts._SAMPLERS[next(reversed(nuts._SAMPLERS))] is None
