@@ -18,6 +18,7 @@ from numpyro.infer.hmc import hmc
 from numpyro.infer.util import initialize_model
 from tqdm.auto import tqdm
 
+from bayeskern._compile import top_level_jit
 from bayeskern._interrupt import Interrupted
 from bayeskern._validation import check_count, check_key
 from bayeskern.fitted import fitted, static
@@ -231,30 +232,6 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     return result
 
 
-# XLA's CPU compiler builds the sampler's programs (while loops of NUTS tree doublings around the model's gradient)
-# about twice as fast with its classic elemental emitters as with its newer fusion emitters, and they run as fast
-# (benchmarks/RESULTS.md): a cold process spends most of a short run compiling.
-_CPU_COMPILER_OPTIONS = {"xla_cpu_use_fusion_emitters": False}
-
-
-@functools.cache
-def _compiler_options(backend: str):
-    """The compiler options of the sampler's programs on ``backend``: the quick-compiling ones on a CPU when this
-    XLA knows them (probed once with a trivial program), XLA's defaults otherwise."""
-    if backend != "cpu":
-        return None
-    try:
-        jax.jit(lambda x: x + 1, compiler_options=_CPU_COMPILER_OPTIONS)(np.zeros(1)).block_until_ready()
-    except jax.errors.JaxRuntimeError:   # "No such compile option": an XLA without the option
-        return None
-    return _CPU_COMPILER_OPTIONS
-
-
-def _jit(fn):
-    """``jax.jit(fn)`` with the sampler's compiler options for the default backend."""
-    return jax.jit(fn, compiler_options=_compiler_options(jax.default_backend()))
-
-
 def _init_strategy(init_values):
     """Every chain at ``init_values`` (constrained site values), or uniform in (-2, 2) on the unconstrained scale."""
     if init_values is None:
@@ -309,7 +286,7 @@ def _observations(model, args, kwargs, samples, key):
     program = _OBSERVATIONS.get(cache_key)
     if program is None:
         pointwise = _pointwise(model, rebuild)
-        program = _jit(lambda p, f, data, key: (pointwise(p, data, key)[0],
+        program = top_level_jit(lambda p, f, data, key: (pointwise(p, data, key)[0],
                                                 jax.lax.map(lambda d: pointwise(d, data, key)[1], f)))
         if cache_key is not None:
             _keep(_OBSERVATIONS, cache_key, program)
@@ -427,7 +404,7 @@ class _NumPyroSampler:
             model_args, model_kwargs, _ = rebuild(data)
             return jax.lax.map(made["postprocess"](*model_args, **model_kwargs), z)
 
-        self.initial, self.advance, self.constrain = _jit(initial), advance, _jit(constrain)
+        self.initial, self.advance, self.constrain = top_level_jit(initial), advance, top_level_jit(constrain)
 
 
 def _numpyro_sampler(model, args, kwargs, init_values, options, spread: bool):
@@ -653,11 +630,12 @@ def _programs(advance, start, data, chains, chain_method):
         devices = jax.local_devices()
         if "step" not in kept:
             if chain_method == "vectorized":
-                kept["step"] = _jit(jax.vmap(advance, in_axes=(0, None, None))).lower(like[0], data, _CHUNK).compile()
+                vectorised = top_level_jit(jax.vmap(advance, in_axes=(0, None, None)))
+                kept["step"] = vectorised.lower(like[0], data, _CHUNK).compile()
             elif len(devices) == 1:
-                kept["step"] = _jit(advance).lower(like[0], data, _CHUNK).compile()
+                kept["step"] = top_level_jit(advance).lower(like[0], data, _CHUNK).compile()
             else:   # several devices: one compilation per device, on first use
-                kept["step"] = _jit(advance)
+                kept["step"] = top_level_jit(advance)
         if chain_method == "vectorized":
             def step(g, state, steps):
                 return kept["step"](state, data, steps)
@@ -712,7 +690,7 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
                                             target_acceptance_rate=target_accept,
                                             adaptation_info_fn=get_filter_adapt_info_fn(), max_num_doublings=depth)
 
-    @_jit
+    @top_level_jit
     def warm_up(key, z0):   # -> the chains' (state, parameters, key) as _drive groups them
         warm_key, sample_key = jax.random.split(key)
         warm_keys, sample_keys = jax.random.split(warm_key, chains), jax.random.split(sample_key, chains)
@@ -744,4 +722,4 @@ def _run_blackjax(model, args, kwargs, key, init, chains, warmup, draws, target_
                                          chains, 0, draws, progress, chain_method, "NUTS (blackjax)")
     if z is None:
         return None, None, timings, finished
-    return _constrained(_jit(lambda f, _: jax.lax.map(postprocess_fn, f)), z, None), stats, timings, finished
+    return _constrained(top_level_jit(lambda f, _: jax.lax.map(postprocess_fn, f)), z, None), stats, timings, finished

@@ -224,3 +224,27 @@ def test_first_calls_compile_one_program_not_one_per_operation():
     Z = rng.normal(size=(43, 2))
     G, priors = np.exp(-np.sum((Z[:, None] - Z[None]) ** 2, -1)), np.full((4, 43), 1 / 43)   # a NumPy Gram matrix
     assert _compilations(lambda: bk.kbr.select_eta_loo(G, priors, (0.1, 1.0))) == 1   # every eta in one program
+
+
+def test_quick_compiler_options_apply_at_the_top_level_only(monkeypatch):
+    """A first call's heaviest programs compile with the quick CPU options when they are the outermost program;
+    inside jit, vmap, grad or eval_shape (JAX takes compiler options only at the top level) the plain jit runs and
+    gives the same values. Shown with an option XLA does not know: only the top-level call passes it on."""
+    import bayeskern._compile as compile_options
+
+    def f(x):
+        return jnp.sum(jnp.sin(x) ** 2)
+
+    quick, x = compile_options.quick_jit(f), jnp.linspace(0.0, 1.0, 7)
+    expected = float(f(x))
+    assert float(quick(x)) == pytest.approx(expected, rel=1e-15) and compile_options.compiler_options("gpu") is None
+    nested = (jax.jit(quick)(x), jax.vmap(quick)(x[None])[0], jax.eval_shape(quick, x).shape,
+              jax.grad(quick)(x) @ jnp.ones(7))
+    assert float(nested[0]) == pytest.approx(expected, rel=1e-15) and float(nested[1]) == pytest.approx(expected)
+    assert nested[2] == () and float(nested[3]) == pytest.approx(float(jnp.sum(jnp.sin(2 * x))), rel=1e-12)
+    if jax.default_backend() == "cpu":
+        monkeypatch.setattr(compile_options, "compiler_options", lambda backend: {"xla_no_such_option": True})
+        bogus = compile_options.quick_jit(f)
+        with pytest.raises(jax.errors.JaxRuntimeError, match="xla_no_such_option"):
+            bogus(x)
+        assert float(jax.jit(bogus)(x)) == pytest.approx(expected, rel=1e-15)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
+from .._compile import quick_jit
 from .._validation import is_concrete
 from ..sharding import RowShards
 from ..kernels.stationary import RBF, squared_distances
@@ -208,7 +209,7 @@ def narrow_inputs(X, Z):
     return _narrow_inputs(X, Z)
 
 
-@jax.jit
+@quick_jit   # a first call's heaviest program: quick compiler options at the top level
 def _narrow_inputs(X, Z):
     d2, dz2 = squared_distances(X, Z), squared_distances(Z, Z)
     n, (m, D) = X.shape[0], Z.shape

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._compile import quick_jit
 from .._validation import as_real_array, check_count, check_key, check_positive
 from ..kernels.heuristics import median_heuristic
 from .inducing import hold_out_inducing, span_coordinates
@@ -38,7 +39,7 @@ class LengthscalePosterior:
     m: int
 
 
-@jax.jit
+@quick_jit   # a first call's heaviest program: quick compiler options at the top level
 def _curve(objective, grid, tau2):
     return jax.lax.map(lambda theta: objective(theta, tau2), grid)
 
