@@ -46,9 +46,11 @@ def quick_jit(fn=None, **jit_kwargs):
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
+        if not _at_top_level():   # first: probing the options compiles a program, itself only at the top level
+            return plain(*args, **kwargs)
         backend = jax.default_backend()
         options = compiler_options(backend)
-        if options is None or not _at_top_level():
+        if options is None:
             return plain(*args, **kwargs)
         if backend not in quick:
             quick[backend] = jax.jit(fn, compiler_options=options, **jit_kwargs)

@@ -237,6 +237,8 @@ def test_quick_compiler_options_apply_at_the_top_level_only(monkeypatch):
 
     quick, x = compile_options.quick_jit(f), jnp.linspace(0.0, 1.0, 7)
     expected = float(f(x))
+    compile_options.compiler_options.cache_clear()   # a first call inside a trace: the options are not probed there
+    assert float(jax.jit(compile_options.quick_jit(f))(x)) == pytest.approx(expected, rel=1e-15)
     assert float(quick(x)) == pytest.approx(expected, rel=1e-15) and compile_options.compiler_options("gpu") is None
     nested = (jax.jit(quick)(x), jax.vmap(quick)(x[None])[0], jax.eval_shape(quick, x).shape,
               jax.grad(quick)(x) @ jnp.ones(7))
