@@ -8,15 +8,20 @@ import numpy as np
 import pytest
 
 from bayeskern.bke import SEPseudolikelihood, default_num_inducing, herding_inducing, hold_out_inducing
-from bayeskern.datasets import blobs, normal_vs_laplace
+from bayeskern.datasets import normal_vs_laplace, rotation
 from bayeskern.inference import fit_type2, tau2_profile
 from bayeskern.kernels import median_heuristic
 
 
 def _grid_of_gaussians(seed=1, m=100):
-    """Grid-of-Gaussians reference data: default_rng(seed), P then Q (eps = 2), then a permutation of the pool."""
+    """Grid-of-Gaussians reference data as the reference values were computed on them: default_rng(seed), P then Q
+    (eps = 2, rows in centre order, as datasets.blobs draws them before it shuffles each sample), then a permutation
+    of the pool. (blobs now shuffles each sample with the same generator, which moves the pool's permutation.)"""
     rng = np.random.default_rng(seed)
-    P, Q = blobs(2.0, seed=rng)
+    grid = (np.arange(3) - 1) * 10 * np.sqrt(2)
+    centres = np.repeat(np.array([(a, b) for a in grid for b in grid]), 100, axis=0)
+    P = centres + rng.standard_normal(centres.shape)
+    Q = centres + rng.standard_normal(centres.shape) @ (rotation(np.pi / 4) @ np.diag([np.sqrt(2.0), 1.0])).T
     pool = np.vstack([P, Q])
     idx = rng.permutation(len(pool))
     return pool[idx[m:]], pool[idx[:m]]
