@@ -1,6 +1,7 @@
 """The NumPyro model of the kernel Bayes filter's hyperparameters and posterior predictive filtering."""
 
-import importlib.util
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -225,21 +226,27 @@ def test_nuts_on_the_hyperparameter_model_feeds_predictive_filtering(small):
 
 
 @pytest.mark.slow  # about two minutes on two CPU cores
-def test_acceptance_nuts_on_rotation_converges_and_its_bands_cover(monkeypatch):
+def test_acceptance_nuts_on_rotation_converges_and_its_bands_cover():
     """The benchmarks/bench_kbf_nuts.py run (rotation dynamics, T = 300, V = 100, (10, 20) Nystrom landmarks,
     2 x (300 + 300) NUTS draws with a dense mass matrix): R-hat < 1.05, divergences < 5 %, Bayesian-averaged MSE <=
     1.05 x the grid-search filter's, 90 % predictive-band coverage in [0.80, 0.97], NUTS within 90 s (60 s on an
-    idle machine)."""
+    idle machine). Run as a user runs it: in a process of its own, without this suite's quick-compiling XLA flags
+    (optimisation level 0 makes the sampler itself about 2.5 times slower)."""
+    from conftest import _FAST_COMPILE
+
     benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
-    monkeypatch.syspath_prepend(str(benchmarks))
-    module_spec = importlib.util.spec_from_file_location("bench_kbf_nuts", benchmarks / "bench_kbf_nuts.py")
-    bench = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(bench)
-    out = bench.run(log=lambda line: None)
-    d = out["diagnostics"]
-    assert d.max_rhat < 1.05 and d.divergences < 0.05 * d.num_draws
+    script = (f"import sys, json; sys.path.insert(0, {str(benchmarks)!r}); import bayeskern; bayeskern.enable_x64()\n"
+              "import bench_kbf_nuts as bench\nout = bench.run(log=lambda line: None); d = out['diagnostics']\n"
+              "print(json.dumps({k: float(v) for k, v in dict(rhat=d.max_rhat, divergences=d.divergences, "
+              "draws=d.num_draws, bayes_mse=out['bayes_mse'], grid_mse=out['grid_mse'], coverage=out['coverage'], "
+              "wall=out['wall']).items()}))")
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "").replace(_FAST_COMPILE, "").strip())
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["rhat"] < 1.05 and out["divergences"] < 0.05 * out["draws"]
     assert out["bayes_mse"] <= 1.05 * out["grid_mse"] and 0.80 <= out["coverage"] <= 0.97
-    assert out["wall"] < 90
+    assert out["wall"] < 90, out
 
 
 @pytest.mark.slow  # about two minutes on two CPU cores
