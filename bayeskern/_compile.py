@@ -36,12 +36,10 @@ def top_level_jit(fn, **jit_kwargs):
     return jax.jit(fn, compiler_options=compiler_options(jax.default_backend()), **jit_kwargs)
 
 
-def quick_jit(fn=None, **jit_kwargs):
+def quick_jit(fn):
     """``jax.jit(fn)`` (usable as a decorator) that, called at the top level, compiles with the quick options of the
     default backend, and inside a trace (jit, grad, vmap, eval_shape) is the plain jit, inlined by the outer one."""
-    if fn is None:
-        return functools.partial(quick_jit, **jit_kwargs)
-    plain = jax.jit(fn, **jit_kwargs)
+    plain = jax.jit(fn)
     quick = {}
 
     @functools.wraps(fn)
@@ -53,10 +51,9 @@ def quick_jit(fn=None, **jit_kwargs):
         if options is None:
             return plain(*args, **kwargs)
         if backend not in quick:
-            quick[backend] = jax.jit(fn, compiler_options=options, **jit_kwargs)
+            quick[backend] = jax.jit(fn, compiler_options=options)
         return quick[backend](*args, **kwargs)
 
-    call.plain = plain
     return call
 
 

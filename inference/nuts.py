@@ -287,7 +287,7 @@ def _observations(model, args, kwargs, samples, key):
     if program is None:
         pointwise = _pointwise(model, rebuild)
         program = top_level_jit(lambda p, f, data, key: (pointwise(p, data, key)[0],
-                                                jax.lax.map(lambda d: pointwise(d, data, key)[1], f)))
+                                                         jax.lax.map(lambda d: pointwise(d, data, key)[1], f)))
         if cache_key is not None:
             _keep(_OBSERVATIONS, cache_key, program)
     chains, draws = next(iter(samples.values())).shape[:2]
@@ -344,7 +344,9 @@ def _data_arguments(args, kwargs, init_values, traced: bool):
         return ((), None), None, lambda data: (args, kwargs, init)
     leaves, tree = jax.tree.flatten((args, kwargs))
     dynamic = [i for i, leaf in enumerate(leaves) if isinstance(leaf, (jax.Array, np.ndarray))]
-    static = [None if i in dynamic else leaf for i, leaf in enumerate(leaves)]
+    static = list(leaves)
+    for i in dynamic:
+        static[i] = None
     start = None if init_values is None else {k: np.asarray(v) for k, v in init_values.items()}
     signature = (tree, tuple((type(leaf), leaf) for leaf in static), None if start is None else tuple(sorted(start)))
     try:   # an unhashable object among the static arguments, or one whose == is not a bool: nothing to share
@@ -408,18 +410,20 @@ class _NumPyroSampler:
 
 
 def _numpyro_sampler(model, args, kwargs, init_values, options, spread: bool):
-    """(sampler, data): a kept sampler for this model, static arguments and options where there is one, else a new
-    one (kept when the call has a hashable static part and the model traces with its data as arguments)."""
+    """(sampler, data, key in _SAMPLERS or None): a kept sampler for this model, static arguments and options where
+    there is one, else a new one (kept when the call has a hashable static part; _SAMPLERS holds None for a model
+    found to need its data closed over)."""
     data, signature, rebuild = _data_arguments(args, kwargs, init_values, traced=True)
     key = None if spread or signature is None else (model, signature, options)
     if key is not None and key in _SAMPLERS:
         _SAMPLERS.move_to_end(key)
-        sampler = _SAMPLERS[key]
-        return (sampler, data) if sampler is not None else _closed_over(model, args, kwargs, init_values, options)
+        if _SAMPLERS[key] is None:
+            return *_closed_over(model, args, kwargs, init_values, options), None
+        return _SAMPLERS[key], data, key
     sampler = _NumPyroSampler(model, rebuild, *options)
     if key is not None:
         _keep(_SAMPLERS, key, sampler)
-    return sampler, data
+    return sampler, data, key
 
 
 def _closed_over(model, args, kwargs, init_values, options):
@@ -435,7 +439,7 @@ def _run_numpyro(model, args, kwargs, key, init_values, chains, warmup, draws, t
     kept sampler where the model, static arguments, options and shapes are those of an earlier call."""
     spread = _any_spread((args, kwargs))
     options = (chains, warmup, target_accept, depth, chain_method, dense_mass)
-    sampler, data = _numpyro_sampler(model, args, kwargs, init_values, options, spread)
+    sampler, data, cache_key = _numpyro_sampler(model, args, kwargs, init_values, options, spread)
     shapes = (jax.typeof(key), *(jax.typeof(leaf) for leaf in jax.tree.leaves(data)))
     kept = sampler.compiled.get(shapes, {})
     _keep(sampler.compiled, shapes, kept)
@@ -445,9 +449,8 @@ def _run_numpyro(model, args, kwargs, key, init_values, chains, warmup, draws, t
         except _TRACER_ERRORS:   # the model needs concrete data: closed over, for this call and the next ones
             if spread:
                 raise
-            for k, v in list(_SAMPLERS.items()):
-                if v is sampler:
-                    _SAMPLERS[k] = None
+            if cache_key is not None:
+                _SAMPLERS[cache_key] = None
             sampler, data = _closed_over(model, args, kwargs, init_values, options)
             kept = {"initial": sampler.initial.lower(key, data)}
     z, stats, timings, finished = _drive(sampler.advance, (kept, (key, data)), data, chains, warmup, draws, progress,
