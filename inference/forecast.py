@@ -10,8 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from numpyro.infer import init_to_value
-from numpyro.infer.util import initialize_model
+from numpyro.infer.util import constrain_fn, potential_energy, unconstrain_fn
 
 from bayeskern._config import require_x64
 from bayeskern._validation import check_key
@@ -270,20 +269,20 @@ def _start_and_climb(split, start):
     """Start, climb and score both ends in one program (not the model operation by operation), with the data and the
     start as arguments: one compilation serves every split of the same shapes. Returns (unconstrained mode, its
     constrained values, potential there, potential at the start)."""
-    info = initialize_model(jax.random.key(0), kbf_hyper_model, model_args=(split,),
-                            init_strategy=init_to_value(values=start))
-    x0 = info.param_info.z
-    x = _climb(info.potential_fn, x0)
-    return x, info.postprocess_fn(x), info.potential_fn(x), info.potential_fn(x0)
+    x0 = unconstrain_fn(kbf_hyper_model, (split,), {}, start)
+    x, u, u0 = _climb(lambda z: potential_energy(kbf_hyper_model, (split,), {}, z), x0)
+    return x, constrain_fn(kbf_hyper_model, (split,), {}, x), u, u0
 
 
 def _climb(potential, x):
-    """:data:`_MODE_STEPS` L-BFGS steps (optax, zoom line search) down ``potential`` from the pytree x."""
+    """:data:`_MODE_STEPS` L-BFGS steps (optax, zoom line search) down ``potential`` from the pytree x: (the end, the
+    potential there, the potential at x), both values the ones the line search computed (no evaluation of its own)."""
     def loss(params, carry, data, key):
         return potential(params), carry
 
     solver = optax.lbfgs()
-    return optax_scan(loss, x, solver, solver.init(x), None, None, length=_MODE_STEPS)[0]
+    end, state, _, trace = optax_scan(loss, x, solver, solver.init(x), None, None, length=_MODE_STEPS)
+    return end, optax.tree.get(state, "value"), trace[0]
 
 
 def _posterior_forecasts(draws, s, design, fit_end, key, rank):

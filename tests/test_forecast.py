@@ -342,7 +342,10 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
         caplog.clear()
         forecast._posterior_mode(other, start)
     assert not [r for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
-    monkeypatch.setattr(forecast, "_climb", lambda potential, x: jax.tree.map(lambda v: v * np.nan, x))
+    _, values, u, u_start = forecast._start_and_climb(split, start)   # the line search's values are the potential's
+    assert float(u) == pytest.approx(potential_and_gradient(values)[0], rel=1e-10)
+    assert float(u_start) == pytest.approx(u0, rel=1e-10)
+    monkeypatch.setattr(forecast, "_climb", lambda potential, x: (jax.tree.map(lambda v: v * np.nan, x), 0.0, 1.0))
     climb = forecast._start_and_climb.__wrapped__   # traced afresh (a new function), so with the climb above
     monkeypatch.setattr(forecast, "_start_and_climb", jax.jit(lambda split, start: climb(split, start)))
     assert forecast._posterior_mode(split, start) is start
