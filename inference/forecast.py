@@ -266,9 +266,9 @@ def _posterior_mode(split, start: dict) -> dict:
 
 @jax.jit
 def _start_and_climb(split, start):
-    """Start, climb and score both ends in one program (not the model operation by operation), with the data and the
-    start as arguments: one compilation serves every split of the same shapes. Returns (unconstrained mode, its
-    constrained values, potential there, potential at the start)."""
+    """Map the start to the unconstrained scale, climb, and map the end back in one program (not the model operation
+    by operation), with the data and the start as arguments: one compilation serves every split of the same shapes.
+    Returns (unconstrained mode, its constrained values, potential there, potential at the start)."""
     x0 = unconstrain_fn(kbf_hyper_model, (split,), {}, start)
     x, u, u0 = _climb(lambda z: potential_energy(kbf_hyper_model, (split,), {}, z), x0)
     return x, constrain_fn(kbf_hyper_model, (split,), {}, x), u, u0
