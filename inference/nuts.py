@@ -119,7 +119,7 @@ def run_nuts(model, *model_args, key, backend: str = "numpyro", num_chains: int 
     With the NumPyro backend the data and ``init_values`` are arguments of the compiled programs: a later call with
     the same model, non-array arguments, options and array shapes reuses them and compiles nothing (the last 8
     such samplers are kept). A model that needs concrete data while traced (NumPy on its arguments) is compiled with
-    them as constants, per call.
+    them as constants, per call; ``chain_method="processes"`` compiles in its new worker processes, every call.
 
     Args:
         model: a NumPyro model function, e.g. :func:`bayeskern.models.bke_model`.
