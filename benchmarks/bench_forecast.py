@@ -337,10 +337,11 @@ def _baseline_fans(y, fit_end, origins, season, steps):
 def horizons(out, *, names=None, steps=12, json_out=None):
     """Rolling-origin evaluation, the protocol of the one-step table: every method is fitted once on the series
     before its last 20 % and, with those parameters, forecasts 1..``steps`` ahead from every origin of the held-out
-    part (each origin seeing the true values before it): ``forecast_ahead`` (its fit, its bands per horizon;
-    its means from every origin by the same iterated filter), AR (AIC), SARIMAX (AIC over a small grid), ETS and
-    the seasonal naive forecast. Prints RMSE, MASE and the coverage of the 90 % bands per horizon; writes the
-    figure and, with ``json_out``, every error and band hit."""
+    part (each origin seeing the true values before it): ``backtest`` (the kernel forecaster fitted once, its
+    bands learning from the errors revealed before each origin; beside them the band of the fit, the same at every
+    origin), AR (AIC), SARIMAX (AIC over a small grid), ETS and the seasonal naive forecast. Prints RMSE, MASE and
+    the coverage of the 90 % bands per horizon; writes the figure and, with ``json_out``, every error and band
+    hit."""
     import json
 
     bk.enable_x64()
@@ -355,15 +356,17 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         T = len(y)
         fit_end = T - T // 5
         origins = np.arange(fit_end, T - steps + 1)
-        fc, seconds, paths, half = _kbf_fans(y, fit_end, origins, steps)
+        fc, seconds, paths, half, fixed = _kbf_fans(y, fit_end, origins, steps)
         fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
         fans["KBF"] = (paths, np.stack([paths - half, paths + half], axis=1))
+        fans[FIXED] = (paths, np.stack([paths - fixed, paths + fixed], axis=1))
         truth = np.stack([y[o: o + steps] for o in origins])                                    # (O, steps)
         lag = season or 1
         scale = float(np.mean(np.abs(y[lag:fit_end] - y[:fit_end - lag])))   # MASE: in-sample seasonal naive
+        chosen = fc.tuning.best.design.label if fc.tuning.best else fc.tuning.fallback
         record[name] = {"origins": origins.tolist(), "season": season, "scale": scale, "seconds": seconds,
-                        "chosen": fc.design.label if fc.design else fc.fallback, "baselines": orders,
-                        "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items()},
+                        "chosen": chosen, "baselines": orders,
+                        "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items() if m != FIXED},
                         "hits": {m: (np.all(np.isfinite(band), axis=1) & (truth >= band[:, 0])
                                      & (truth <= band[:, 1])).astype(int).tolist()
                                  for m, (_, band) in fans.items() if band is not None}}
@@ -374,20 +377,25 @@ def horizons(out, *, names=None, steps=12, json_out=None):
     return record
 
 
-def _kbf_fans(y, fit_end, origins, steps):
-    """``forecast_ahead`` fitted on y[:fit_end] (warnings silenced) and its forecasts 1..``steps`` ahead from every
-    origin by the same fitted forecaster: (the ForecastAhead, its seconds, means (O, steps), band half-widths
-    (steps,))."""
-    from bayeskern.inference import forecast_ahead
-    from bayeskern.kbr.multistep import iterated_forecasts
+FIXED = "KBF, band of the fit"
+"""The forecaster's band of its fit (``forecast_ahead``'s, the same at every origin), beside the backtest's."""
 
+
+def _kbf_fans(y, fit_end, origins, steps):
+    """``backtest`` of the forecaster fitted on y[:fit_end] (warnings silenced) from ``origins`` (every origin from
+    fit_end that leaves ``steps`` values): (the Backtest, its seconds, means (O, steps), the backtest's band
+    half-widths (O, steps), the fit's half-widths (steps,): ``forecast_ahead(y[:fit_end], steps)``'s band, which is
+    the first origin's, before any held-out error is revealed)."""
+    from bayeskern.inference import backtest
+
+    assert origins[0] == fit_end and origins[-1] == len(y) - steps
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fc = forecast_ahead(y[:fit_end], steps)
+        run = backtest(y, steps, start=fit_end)
     seconds = time.perf_counter() - t0
-    paths, _ = iterated_forecasts(y[:, None], fc.tuning, fit_end, origins, steps)
-    return fc, seconds, paths[:, :, 0], fc.band[1, :, 0] - fc.mean[:, 0]
+    half = (run.band[1] - run.mean)[:, :, 0]
+    return run, seconds, run.mean[:, :, 0], half, half[0]
 
 
 def _print_series(name, rec, methods, steps):
@@ -407,9 +415,9 @@ def _horizon_summary(record, names, methods, steps, out):
     """Coverage per horizon averaged over series, and the RMSE comparisons the acceptance reads."""
     h = np.arange(1, steps + 1)
     print("\nper horizon, averaged over the series: coverage of the 90% bands (each series weighs the same)")
-    print(f"{'h':>3}  " + "  ".join(f"{m:>9}" for m in methods if m != "seasonal naive"))
     cover = {m: np.mean([np.mean(record[n]["hits"][m], axis=0) for n in names], axis=0)
-             for m in methods if m != "seasonal naive"}
+             for m in (*methods, FIXED) if m != "seasonal naive" and m in record[names[0]]["hits"]}
+    print(f"{'h':>3}  " + "  ".join(f"{m:>9}" for m in cover))
     for k in range(steps):
         print(f"{k + 1:>3}  " + "  ".join(f"{cover[m][k]:>9.3f}" for m in cover))
     ratios_1, ratios_mean, naive = [], [], []
@@ -478,12 +486,13 @@ def seasonal_study(seeds=3, steps=12, holdout=50):
         for name, y in seasonal_panel(seed=seed).items():
             fit_end = len(y) - holdout
             origins = np.arange(fit_end, len(y) - steps + 1)
-            fc, seconds, paths, half = _kbf_fans(y, fit_end, origins, steps)
+            run, seconds, paths, _, half = _kbf_fans(y, fit_end, origins, steps)
             err = np.stack([y[o: o + steps] for o in origins]) - paths
-            cover = np.mean(np.abs(err) <= half, axis=0)
+            cover = np.mean(np.abs(err) <= half, axis=0)                  # the band of the fit
             rmse = np.sqrt(np.mean(err**2, axis=0))
             totals.setdefault(name, []).append(rmse.mean())
-            print(f"{name:<26} seed {seed}  {fc.design.label if fc.design else fc.fallback:<52} RMSE h=1 "
+            chosen = run.tuning.best.design.label if run.tuning.best else run.tuning.fallback
+            print(f"{name:<26} seed {seed}  {chosen:<52} RMSE h=1 "
                   f"{rmse[0]:.4f}, mean over h {rmse.mean():.4f}; coverage h=1/6/12 {cover[0]:.2f}/{cover[5]:.2f}/"
                   f"{cover[11]:.2f}; {seconds:.0f} s", flush=True)
     print("mean RMSE over horizons and seeds: " + ", ".join(f"{k} {np.mean(v):.4f}" for k, v in totals.items()))
@@ -523,18 +532,80 @@ def combination_study(seeds=3, steps=12):
                 y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
                 fit_end = T - holdout
                 origins = np.arange(fit_end, T - steps + 1)
-                fc, seconds, paths, _ = _kbf_fans(y, fit_end, origins, steps)
-                alone, _ = iterated_forecasts(y[:, None], fc.tuning._replace(members=fc.tuning.members[:1]),
+                run, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
+                alone, _ = iterated_forecasts(y[:, None], run.tuning._replace(members=run.tuning.members[:1]),
                                               fit_end, origins, steps)
                 truth = np.stack([y[o: o + steps] for o in origins])
                 both = [np.sqrt(np.mean((p - truth) ** 2, axis=0)).mean() for p in (paths, alone[:, :, 0])]
                 ratios[f"{name} seed {seed}"] = both[0] / both[1]
-                print(f"{name:<28} seed {seed}  {len(fc.tuning.members)} members; mean RMSE over horizons: chosen "
+                print(f"{name:<28} seed {seed}  {len(run.tuning.members)} members; mean RMSE over horizons: chosen "
                       f"design {both[1]:.4f}, average {both[0]:.4f} ({both[0] / both[1]:.3f}); {seconds:.0f} s",
                       flush=True)
     r = np.array(list(ratios.values()))
     print(f"geometric mean of the ratios {np.exp(np.mean(np.log(r))):.3f}; better {np.sum(r < 0.999)}, worse "
           f"{np.sum(r > 1.001)}, largest {r.max():.3f}")
+
+
+def changing_noise_panel(T=500, seed=0) -> dict:
+    """{name: (T,) series} whose noise level moves (design data of the backtest's bands, never the real panel): an
+    AR(2) whose noise sd is exp(0.5 sin(2 pi t / 250 + phase)), and a tanh autoregression with GARCH(1, 1) noise."""
+    rng = np.random.default_rng(1000 + seed)
+    phase = rng.uniform(0, 2 * np.pi)
+    e = rng.standard_normal((2, T))
+    ar2, tanh_ar, variance = np.zeros(T), np.zeros(T), np.full(T, 0.1 / (1 - 0.15 - 0.8))
+    for t in range(2, T):
+        ar2[t] = 0.6 * ar2[t - 1] + 0.2 * ar2[t - 2] + np.exp(0.5 * np.sin(2 * np.pi * t / 250 + phase)) * e[0, t]
+        shock = tanh_ar[t - 1] - 1.5 * np.tanh(tanh_ar[t - 2])
+        variance[t] = 0.1 + 0.15 * shock**2 + 0.8 * variance[t - 1]
+        tanh_ar[t] = 1.5 * np.tanh(tanh_ar[t - 1]) - 0.3 * tanh_ar[t - 2] + np.sqrt(variance[t]) * e[1, t]
+    return {"AR(2), moving noise level": ar2, "tanh AR, GARCH noise": tanh_ar}
+
+
+def backtest_study(seeds=3, steps=12, level=0.9):
+    """The design data of the backtest's sequential bands: ``backtest`` on ``synthetic_panel`` (fitted on 400 steps,
+    the last 100 held out), ``seasonal_panel`` (150 / 50) and ``changing_noise_panel`` (400 / 100), seeds
+    0..seeds-1, with ``gamma`` 0.02 (the default) and 0 against the band of the fit (``forecast_ahead``'s, the same
+    at every origin: the first origin's of the gamma = 0 run, which no held-out error has reached). Prints each
+    series' coverage, then per variant the mean |coverage - level| over series and horizons with its paired
+    difference to the fixed band, the cells below 0.78, the mean coverage per horizon and the half-widths."""
+    from bayeskern.inference import backtest
+
+    bk.enable_x64()
+    warnings.simplefilter("ignore")
+    variants, groups, widths = {"fixed": [], "gamma 0": [], "gamma 0.02": []}, [], {"gamma 0": [], "gamma 0.02": []}
+    for group, panel_of, T, holdout in (("400-step", synthetic_panel, 500, 100),
+                                         ("seasonal 150-step", seasonal_panel, 200, 50),
+                                         ("changing noise", changing_noise_panel, 500, 100)):
+        for seed in range(seeds):
+            for name, series in panel_of(seed=seed).items():
+                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
+                t0 = time.perf_counter()
+                plain, adaptive = (backtest(y, steps, start=T - holdout, gamma=gamma) for gamma in (0.0, 0.02))
+                fixed_half = plain.band[1, 0] - plain.mean[0]
+                fixed = np.mean(np.abs(plain.truth - plain.mean) <= fixed_half, axis=0)[:, 0]
+                for key, cover in (("fixed", fixed), ("gamma 0", plain.coverage()[:, 0]),
+                                   ("gamma 0.02", adaptive.coverage()[:, 0])):
+                    variants[key].append(cover)
+                for key, run in (("gamma 0", plain), ("gamma 0.02", adaptive)):
+                    half = (run.band[1] - run.mean)[:, :, 0]
+                    widths[key].append(np.exp(np.mean(np.log(half / fixed_half[None, :, 0]))))
+                groups.append(group)
+                print(f"{name:<28} seed {seed}  coverage h = 1 / 6 / 12, fixed {fixed[0]:.2f} / {fixed[5]:.2f} / "
+                      f"{fixed[11]:.2f}, gamma 0.02 {variants['gamma 0.02'][-1][0]:.2f} / "
+                      f"{variants['gamma 0.02'][-1][5]:.2f} / {variants['gamma 0.02'][-1][11]:.2f}; "
+                      f"{time.perf_counter() - t0:.0f} s", flush=True)
+    groups = np.array(groups)
+    error = {key: np.abs(np.array(cover) - level).mean(axis=1) for key, cover in variants.items()}   # per series
+    for key, cover in variants.items():
+        cover = np.array(cover)
+        diff = error[key] - error["fixed"]
+        by_group = ", ".join(f"{g} {error[key][groups == g].mean():.4f}" for g in dict.fromkeys(groups))
+        width = ("" if key == "fixed" else
+                 f"; half-width against fixed, geometric mean {np.exp(np.mean(np.log(widths[key]))):.3f}")
+        print(f"{key:<10} mean |coverage - {level}| {error[key].mean():.4f} (paired change {diff.mean():+.4f}, se "
+              f"{diff.std(ddof=1) / np.sqrt(diff.size):.4f}; {np.sum(diff < 0)} better, {np.sum(diff > 0)} worse); "
+              f"cells below 0.78: {np.sum(cover < 0.78)} of {cover.size}; mean coverage per horizon "
+              f"{cover.mean(axis=0).min():.3f}-{cover.mean(axis=0).max():.3f}{width}; by group: {by_group}")
 
 
 def n_val_sweep(names, sizes=(30, 49, 60, 100)):
@@ -618,6 +689,8 @@ if __name__ == "__main__":
                         help="seconds of forecast_ahead and forecast_series per series, defaults")
     parser.add_argument("--combination", action="store_true",
                         help="forecast combination against the chosen design on the simulated series (design data)")
+    parser.add_argument("--backtest-study", action="store_true",
+                        help="the backtest's sequential bands against the fit's band on simulated series (design data)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
@@ -627,6 +700,8 @@ if __name__ == "__main__":
         seasonal_study()
     elif args.combination:
         combination_study()
+    elif args.backtest_study:
+        backtest_study()
     elif args.timing:
         timing()
     elif args.gamma_study:

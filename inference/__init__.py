@@ -1,7 +1,7 @@
 """Inference for bayeskern's models (installed as ``bayeskern.inference``): type-II maximum likelihood, the NUTS
 driver with its diagnostics and arviz output, and Bayesian-averaged filtering from posterior draws."""
 
-from .ahead import ForecastAhead, forecast_ahead
+from .ahead import Backtest, ForecastAhead, backtest, forecast_ahead
 from .bkl import bkl_fit, bkl_kernel
 from .diagnostics import Diagnostics, MCMCWarning, diagnose
 from .forecast import CalibrationWarning, Forecast, forecast_series
@@ -14,4 +14,4 @@ __all__ = ["Type2Result", "fit_type2", "log_grid", "tau2_profile", "bkl_fit", "b
            "diagnose", "Diagnostics", "MCMCWarning", "kbf_init_values", "sample_kbf_posterior",
            "posterior_predictive_filter",
            "PredictiveFiltering", "band_coverage", "Forecast", "CalibrationWarning", "forecast_series",
-           "ForecastAhead", "forecast_ahead"]
+           "ForecastAhead", "forecast_ahead", "Backtest", "backtest"]

@@ -1,5 +1,6 @@
 """Forecasting the future: the next steps of a series (NumPy, or pandas with dates) with a band per horizon."""
 
+import inspect
 import time
 import warnings
 from typing import NamedTuple
@@ -10,13 +11,14 @@ from bayeskern._config import require_x64
 from bayeskern._validation import check_count, check_key
 from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series,
                                     _calibration_size, _check_tuning_arguments, _conformal_quantile, _location_scale,
-                                    _MIN_FIT_STEPS, _validation_size, tune_forecaster)
+                                    _MIN_FIT_STEPS, _validation_size, conformal_band, tune_forecaster)
+from bayeskern.kbr.filter import ReadoutWarning
 from bayeskern.kbr.multistep import iterated_forecasts
 
 from .diagnostics import Diagnostics
 from .forecast import CalibrationWarning, _hyperparameter_posterior, _sampled, _warn_clipped
 
-__all__ = ["ForecastAhead", "forecast_ahead"]
+__all__ = ["ForecastAhead", "forecast_ahead", "Backtest", "backtest"]
 
 
 class ForecastAhead(NamedTuple):
@@ -149,72 +151,213 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     start = time.perf_counter()
     values, dates, columns = _unpack(y)
     steps = check_count(steps, "steps")
+    _check_level(level)
+    T = values.shape[0]
+    index = _future_index(dates, steps)
+    fans = _fitted_fans(values, T, np.array([T]), steps, lags=lags, season=season, n_val=n_val, bayesian=bayesian,
+                        key=key, num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
+                        num_landmarks=num_landmarks, num_draws=num_draws, progress_bar=progress_bar, rank=rank,
+                        workers=workers)
+    d = values.shape[1]
+    q, widened = np.empty((steps, d)), np.zeros((steps, d), bool)
+    for h, scores in enumerate(fans.calibration):
+        for j in range(d):
+            q[h, j], widened[h, j] = _conformal_quantile(np.sort(scores[:, j]), 1 - level, level)
+    mean = fans.mean[0]
+    half = np.maximum.accumulate(q * fans.scale[0], axis=0)              # no narrower than the horizon before
+    counts = np.array([scores.shape[0] for scores in fans.calibration])
+    if widened.any():
+        first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
+        warnings.warn(f"from horizon {first} on, the {counts[first - 1]} or fewer calibration errors per horizon are "
+                      f"too few for level {level}: those bands follow the tail rule (see widened)",
+                      CalibrationWarning, stacklevel=2)
+    _warn_clipped(fans.clipped[0], "future")
+    tuning = fans.tuning
+    design = None if tuning.best is None else tuning.best.design
+    return ForecastAhead(mean, np.stack([mean - half, mean + half]), index, columns, level, design, tuning.fallback,
+                         tuning, counts, widened, fans.clipped[0], fans.mcmc, time.perf_counter() - start)
+
+
+class Backtest(NamedTuple):
+    """Forecasts from every origin of a held-out span by a forecaster fitted before it, each with its band.
+
+    Attributes:
+        origins: (O,) the origins o (positions in y): the forecasts of origin o are of y[o], ..., y[o + steps - 1],
+            made from y[:o].
+        dates: the origins' labels (the pandas index at ``origins``), or None for NumPy input.
+        mean: (O, steps, d) forecasts.
+        band: (2, O, steps, d) lower and upper limits of probability ``level``, finite.
+        truth: (O, steps, d) the values forecast.
+        level: the bands' coverage target.
+        tuning: the validated choice of the forecaster fitted on y[:start].
+        widened: (O, steps, d) whether a band came from the tail rule (too few known errors for its level).
+        clipped: (O, steps) whether the filter's read-out was clipped to the training range.
+        mcmc: NUTS diagnostics of the Bayesian forecaster, or None.
+        seconds: wall time of the whole call.
+    """
+
+    origins: np.ndarray
+    dates: object
+    mean: np.ndarray
+    band: np.ndarray
+    truth: np.ndarray
+    level: float
+    tuning: ForecastTuning
+    widened: np.ndarray
+    clipped: np.ndarray
+    mcmc: Diagnostics | None
+    seconds: float
+
+    def coverage(self) -> np.ndarray:
+        """(steps, d) the share of origins whose band held the truth, per horizon."""
+        return np.mean((self.band[0] <= self.truth) & (self.truth <= self.band[1]), axis=0)
+
+    def rmse(self) -> np.ndarray:
+        """(steps, d) the root mean squared error over the origins, per horizon."""
+        return np.sqrt(np.mean(np.square(self.truth - self.mean), axis=0))
+
+
+def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.02, **options) -> Backtest:
+    """Forecasts 1 to ``steps`` ahead from every origin of y[start:] by the forecaster fitted on y[:start], the way
+    it would have been used over those steps: each origin sees the values before it, and each band learns from the
+    errors revealed so far.
+
+    The forecaster, its means and its calibration scores are those of ``forecast_ahead(y[:start], steps,
+    **options)``, fitted once; from origin o its means are forecast from y[:o] (as ``forecast_ahead(y[:o], ...)``
+    would with the same fitted forecaster). The band of horizon h at origin o is the sequential conformal band of
+    :func:`bayeskern.kbr.conformal_band` with ``delay`` h: its scores are the calibration scores and the h-step
+    errors of the earlier origins already revealed (those of origins up to o - h), and ``gamma`` adapts its level
+    after each revealed miss, so a band that proves too narrow (or wide) over the span widens (narrows). As in
+    :func:`forecast_ahead` each band is then widened to the one of the horizon before where that is wider.
+
+    Args:
+        y: (T,) or (T, d) NumPy array, or a pandas Series or DataFrame.
+        steps: the horizons 1..``steps`` forecast from each origin, >= 1.
+        start: the first origin; the forecaster is fitted on y[:start], and the origins are start, ..., T - steps.
+        level: the bands' coverage target, in (0, 1).
+        gamma: step size of the bands' adaptation (0: plain sequential split conformal), >= 0.
+        **options: the keyword arguments of :func:`forecast_ahead` (``lags``, ``season``, ``n_val``, ``bayesian``,
+            ``key``, ...).
+
+    Returns:
+        Backtest: ``mean``, ``band`` and ``truth`` per origin and horizon; ``coverage()`` and ``rmse()``.
+
+    Raises:
+        TypeError: as :func:`forecast_ahead`, or for an unknown option.
+        ValueError: as :func:`forecast_ahead` for y[:start], for a start that leaves no origin, or gamma < 0.
+    """
+    require_x64("backtest")
+    began = time.perf_counter()
+    values, dates, _ = _unpack(y)
+    steps = check_count(steps, "steps")
+    _check_level(level)
+    if not gamma >= 0:
+        raise ValueError(f"gamma must be >= 0, got {gamma}")
+    unknown = sorted(set(options) - set(_FORECAST_OPTIONS))
+    if unknown:
+        raise TypeError(f"backtest got unknown options {unknown}; it takes forecast_ahead's: {_FORECAST_OPTIONS}")
+    T = values.shape[0]
+    start = check_count(start, "start")
+    if start > T - steps:
+        raise ValueError(f"start must be at most len(y) - steps = {T - steps} so that some origin's {steps} steps "
+                         f"lie in y, got {start}")
+    options = {**_FORECAST_DEFAULTS, **options}
+    origins = np.arange(start, T - steps + 1)
+    fans = _fitted_fans(values, start, origins, steps, **options)
+    truth = values[origins[:, None] + np.arange(steps)[None, :]]                           # (O, steps, d)
+    half, widened = np.empty_like(truth), np.zeros(truth.shape, bool)
+    for h, scores in enumerate(fans.calibration):
+        errors = truth[:, h] - fans.mean[:, h]
+        conformal = conformal_band(np.zeros_like(errors), fans.scale[:, h], scores, errors, level, gamma=gamma,
+                                   delay=h + 1)
+        half[:, h], widened[:, h] = conformal.band[1], conformal.widened
+    half = np.maximum.accumulate(half, axis=1)
+    if fans.clipped.any():
+        hit = origins[fans.clipped.any(axis=1)]
+        warnings.warn(f"the filter's read-out left the training range from {hit.size} of {origins.size} origins "
+                      f"(first: {hit[:10].tolist()}) and was clipped to it", ReadoutWarning, stacklevel=2)
+    return Backtest(origins, None if dates is None else dates[origins], fans.mean,
+                    np.stack([fans.mean - half, fans.mean + half]), truth, level, fans.tuning, widened, fans.clipped,
+                    fans.mcmc, time.perf_counter() - began)
+
+
+_FORECAST_DEFAULTS = {name: option.default for name, option in inspect.signature(forecast_ahead).parameters.items()
+                      if option.kind is option.KEYWORD_ONLY and name != "level"}
+"""forecast_ahead's options of the forecaster, with their defaults (``backtest`` passes them on)."""
+_FORECAST_OPTIONS = tuple(_FORECAST_DEFAULTS)
+
+
+def _check_level(level) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
+
+
+class _Fans(NamedTuple):
+    """A fitted forecaster's forecasts from some origins and its calibration scores (|error| / scale) per horizon."""
+
+    tuning: ForecastTuning
+    calibration: tuple        # steps arrays (n_h, d)
+    mean: np.ndarray          # (O, steps, d)
+    scale: np.ndarray         # (O, steps, d)
+    clipped: np.ndarray       # (O, steps)
+    mcmc: Diagnostics | None
+
+
+def _fitted_fans(values, fit_end, origins, steps, *, lags, season, n_val, bayesian, key, num_chains, num_warmup,
+                 num_samples, num_landmarks, num_draws, progress_bar, rank, workers) -> _Fans:
+    """The forecaster tuned, calibrated (and sampled) on values[:fit_end], and its forecasts 1..steps ahead from
+    ``origins`` (each >= fit_end, using the values before it)."""
     if bayesian:
         check_key(key)
         num_draws = check_count(num_draws, "num_draws")
     _check_tuning_arguments(lags, workers)
-    T = values.shape[0]
-    index = _future_index(dates, steps)
-    V = _validation_size(T, n_val, "y", reserve=steps)
-    tuning = tune_forecaster(values, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
+    fit = values[:fit_end]
+    V = _validation_size(fit_end, n_val, "y", reserve=steps)
+    tuning = tune_forecaster(fit, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     bayesian = _sampled(tuning, bayesian)
-    C = _calibration_size(T, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
+    C = _calibration_size(fit_end, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
-        raise ValueError(f"y of {T} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "
+        raise ValueError(f"y of {fit_end} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "
                          f"steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
-    end = T - V                                      # calibration origins end-C .. end-1, errors inside the block
-    origins = np.arange(end - C, end)
+    end = fit_end - V                                 # calibration origins end-C .. end-1, errors inside the block
+    cal_origins = np.arange(end - C, end)
     mcmc = None
     if bayesian:
-        run = _hyperparameter_posterior(values, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
+        run = _hyperparameter_posterior(fit, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
                                         progress_bar)
         (paths, cal_scale), (future, future_scale, clipped) = _posterior_fans(
-            values, tuning, run.draws(), end - C, origins, steps, num_draws, num_landmarks, rank)
+            values, tuning, run.draws(), (end - C, cal_origins), (fit_end, origins), steps, num_draws, num_landmarks,
+            rank)
         mcmc = run.diagnostics
     else:
-        paths, _ = iterated_forecasts(values, tuning, end - C, origins, steps, rank=rank)
-        future, clipped = iterated_forecasts(values, tuning, T, [T], steps, rank=rank)
-        future, clipped = future[0], clipped[0]
+        paths, _ = iterated_forecasts(fit, tuning, end - C, cal_origins, steps, rank=rank)
+        future, clipped = iterated_forecasts(values, tuning, fit_end, origins, steps, rank=rank)
         cal_scale, future_scale = np.ones_like(paths), np.ones_like(future)
-    targets = origins[:, None] + np.arange(steps)[None, :]                                 # (C, steps)
+    targets = cal_origins[:, None] + np.arange(steps)[None, :]                             # (C, steps)
     inside = targets < end
-    scores = np.abs(values[np.minimum(targets, end - 1)] - paths) / cal_scale             # (C, steps, d)
-    d = values.shape[1]
-    q, widened = np.empty((steps, d)), np.zeros((steps, d), bool)
-    for h in range(steps):
-        for j in range(d):
-            q[h, j], widened[h, j] = _conformal_quantile(np.sort(scores[inside[:, h], h, j]), 1 - level, level)
-    mean, half = future, np.maximum.accumulate(q * future_scale, axis=0)      # no narrower than the horizon before
-    if widened.any():
-        first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
-        warnings.warn(f"from horizon {first} on, the {C - first + 1} or fewer calibration errors per horizon are too "
-                      f"few for level {level}: those bands follow the tail rule (see widened)", CalibrationWarning,
-                      stacklevel=2)
-    _warn_clipped(clipped, "future")
-    design = None if tuning.best is None else tuning.best.design
-    return ForecastAhead(mean, np.stack([mean - half, mean + half]), index, columns, level, design, tuning.fallback,
-                         tuning, inside.sum(axis=0), widened, clipped, mcmc, time.perf_counter() - start)
+    scores = np.abs(fit[np.minimum(targets, end - 1)] - paths) / cal_scale                # (C, steps, d)
+    calibration = tuple(scores[inside[:, h], h] for h in range(steps))
+    return _Fans(tuning, calibration, future, future_scale, clipped, mcmc)
 
 
-def _posterior_fans(values, tuning, draws, cal_fit_end, origins, steps, num_draws, num_landmarks, rank):
-    """The draws' forecasters averaged: ((calibration means (C, steps, d), scales (C, steps, d)), (future means
-    (steps, d), scales (steps, d), clipped (steps,))); a scale is the draws' spread and their mean noise sd."""
-    T = values.shape[0]
+def _posterior_fans(values, tuning, draws, calibration, future, steps, num_draws, num_landmarks, rank):
+    """The draws' forecasters averaged, at the calibration (fit end, origins) and the ``future`` (fit end, origins):
+    ((calibration means (C, steps, d), scales), (future means (O, steps, d), scales, clipped (O, steps))); a scale is
+    the draws' spread and their mean noise sd."""
+    (cal_fit_end, cal_origins), (fit_end, origins) = calibration, future
     total = np.asarray(draws["log_s"]).shape[0]
     chosen = np.unique(np.linspace(0, total - 1, min(num_draws, total)).round().astype(int))
     hyper = np.exp(np.stack([np.asarray(draws[k])[chosen] for k in ("log_cx", "log_cz", "log_lam", "log_eta")], 1))
-    noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])[chosen])) * _location_scale(values)[1] ** 2
+    noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])[chosen])) * _location_scale(values[:fit_end])[1] ** 2
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
-    cal, fut, clipped = [], [], np.zeros(steps, bool)
+    cal, fut, clipped = [], [], np.zeros((len(origins), steps), bool)
     for c_x, c_z, lam, eta in hyper:
         fit = dict(rank=refit_rank, hyper=(c_x, c_z, lam, eta), max_fit=FORECAST_MAX_FIT)
-        cal.append(iterated_forecasts(values, tuning, cal_fit_end, origins, steps, **fit)[0])
-        path, flags = iterated_forecasts(values, tuning, T, [T], steps, **fit)
-        fut.append(path[0])
-        clipped |= flags[0]
+        cal.append(iterated_forecasts(values[:fit_end], tuning, cal_fit_end, cal_origins, steps, **fit)[0])
+        path, flags = iterated_forecasts(values, tuning, fit_end, origins, steps, **fit)
+        fut.append(path)
+        clipped |= flags
     cal, fut = np.array(cal), np.array(fut)
     return ((cal.mean(axis=0), np.sqrt(cal.var(axis=0) + noise)),
             (fut.mean(axis=0), np.sqrt(fut.var(axis=0) + noise), clipped))

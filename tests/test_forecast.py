@@ -1,5 +1,6 @@
 """The kernel Bayes forecaster: lag designs, seasons, the validated choice, conformal bands and forecast_series."""
 
+import math
 import pickle
 import statistics
 import threading
@@ -187,9 +188,31 @@ def test_conformal_band_covers_exchangeable_errors_and_adapts_to_a_jump():
     assert np.mean(misses_static) > 0.15  # without adaptation the old scores keep the band too narrow
 
 
+@pytest.mark.parametrize("gamma", [0.0, 0.05])
+def test_conformal_band_with_a_delay_uses_only_the_revealed_scores(gamma):
+    """h-step errors from consecutive origins are revealed h steps later: with ``delay`` 3, step t's band is the
+    rank quantile of the calibration and of the scores of steps up to t - 3, and the adaptation after step t uses the
+    miss of step t - 2 (by hand); no later error changes it."""
+    rng = np.random.default_rng(11)
+    calibration, errors = np.abs(rng.standard_normal((12, 1))), 1.5 * rng.standard_normal((40, 1))
+    mean, scale = np.zeros((40, 1)), np.ones((40, 1))
+    band = conformal_band(mean, scale, calibration, errors, 0.8, gamma=gamma, delay=3).band
+    alpha, q = 0.2, np.empty(40)
+    for t in range(40):
+        known = np.sort(np.concatenate([calibration[:, 0], np.abs(errors[:max(0, t - 2), 0])]))
+        q[t] = known[math.ceil((known.size + 1) * (1 - alpha)) - 1]
+        if t >= 2:
+            alpha += gamma * (0.2 - (abs(errors[t - 2, 0]) > q[t - 2]))
+    np.testing.assert_allclose(band[1, :, 0], q, rtol=0, atol=0)
+    later = errors.copy()
+    later[20:] *= 10.0
+    np.testing.assert_array_equal(conformal_band(mean, scale, calibration, later, 0.8, gamma=gamma, delay=3)
+                                  .band[:, :22], band[:, :22])
+
+
 @pytest.mark.parametrize("kwargs, match", [(dict(level=1.0), "level"), (dict(gamma=-0.1), "gamma"),
                                            (dict(scale=np.zeros((3, 1))), "scale"),
-                                           (dict(errors=np.zeros((2, 1))), "shape")])
+                                           (dict(errors=np.zeros((2, 1))), "shape"), (dict(delay=0), "delay")])
 def test_conformal_band_refuses_bad_input(kwargs, match):
     args = dict(mean=np.zeros((3, 1)), scale=np.ones((3, 1)), calibration=np.ones((5, 1)), errors=np.zeros((3, 1)),
                 level=0.9)

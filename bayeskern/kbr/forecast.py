@@ -718,8 +718,9 @@ class ConformalBand(NamedTuple):
     widened: np.ndarray
 
 
-def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: float = 0.02) -> ConformalBand:
-    """Adaptive sequential conformal band: step t uses the calibration scores and the scores of the steps before t.
+def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: float = 0.02,
+                   delay: int = 1) -> ConformalBand:
+    """Adaptive sequential conformal band: step t uses the calibration scores and the scores revealed before t.
 
     The score of a step is |error| / scale per coordinate. Step t's band is mean_t +- q_t scale_t, with q_t the
     ceil((n_t + 1)(1 - alpha_t))-th smallest of the n_t scores known before t. With exchangeable scores and
@@ -727,6 +728,10 @@ def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: flo
     ``gamma`` > 0 adapts the miscoverage target after every step, alpha_{t+1} = alpha_t + gamma (1 - level - miss_t)
     (adaptive conformal inference, Gibbs & Candes 2021): the share of misses then tends to 1 - level, however the
     errors drift.
+
+    A step's error is revealed ``delay`` steps after its own: with one-step forecasts (``delay = 1``) the scores of
+    all earlier steps are known at t; with h-step forecasts from consecutive origins (``delay = h``) those of the
+    steps up to t - h, and each adaptation uses the latest revealed miss.
 
     When that rank exceeds n_t (too few scores for the level 1 - alpha_t: fewer than 1 / alpha_t - 1 of them, or
     alpha_t driven to 0 or below by a run of misses) the exact rule's band is the whole line. The band is kept
@@ -742,6 +747,7 @@ def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: flo
         errors: (T~, d) the errors truth - mean of the steps, each revealed after its forecast.
         level: coverage in (0, 1).
         gamma: step size of the adaptation, >= 0.
+        delay: steps until a step's error is revealed, >= 1.
 
     Returns:
         ConformalBand: ``band`` (2, T~, d) and ``widened`` (T~, d).
@@ -764,15 +770,18 @@ def conformal_band(mean, scale, calibration, errors, level: float, *, gamma: flo
         raise ValueError(f"level must lie in (0, 1), got {level}")
     if not gamma >= 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
+    delay = check_count(delay, "delay")
     test_scores = np.abs(errors) / scale
     T, d = mean.shape
     alpha = np.full(d, 1.0 - level)
     q, widened = np.empty((T, d)), np.zeros((T, d), bool)
     for t in range(T):
-        known = np.sort(np.concatenate([scores, test_scores[:t]], axis=0), axis=0)
+        known = np.sort(np.concatenate([scores, test_scores[:max(0, t - delay + 1)]], axis=0), axis=0)
         for j in range(d):
             q[t, j], widened[t, j] = _conformal_quantile(known[:, j], alpha[j], level)
-        alpha += gamma * ((1.0 - level) - (test_scores[t] > q[t]))
+        revealed = t - delay + 1
+        if revealed >= 0:
+            alpha += gamma * ((1.0 - level) - (test_scores[revealed] > q[revealed]))
     half = q * scale
     return ConformalBand(np.stack([mean - half, mean + half]), widened)
 
