@@ -402,7 +402,7 @@ def _print_series(name, rec, methods, steps):
     rmse = {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
     best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
     cover = np.mean(rec["hits"]["KBF"], axis=0)
-    print(f"{name:<24} {len(rec['origins'])} origins, forecast_ahead {rec['seconds']:.0f} s; KBF RMSE / best of AR, "
+    print(f"{name:<24} {len(rec['origins'])} origins, backtest {rec['seconds']:.0f} s; KBF RMSE / best of AR, "
           f"SARIMAX, ETS: h=1 {rmse['KBF'][0] / best[0]:.3f}, mean over h {rmse['KBF'].mean() / best.mean():.3f}; "
           f"/ seasonal naive {rmse['KBF'].mean() / rmse['seasonal naive'].mean():.3f}; coverage h=1/6/12: "
           + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
@@ -433,11 +433,11 @@ def _horizon_summary(record, names, methods, steps, out):
     print(f"KBF RMSE <= 1.05 x the best of AR, SARIMAX, ETS: at h = 1 on {sum(r <= 1.05 for r in ratios_1)} of "
           f"{len(names)} series, averaged over horizons on {sum(r <= 1.05 for r in ratios_mean)}; largest ratio to "
           f"the seasonal naive forecast {max(naive):.3f}; mean coverage per horizon "
-          f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; forecast_ahead seconds per series at most "
-          f"{max(record[n]['seconds'] for n in names):.0f}")
+          f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; backtest seconds per series (fit and every origin) "
+          f"at most {max(record[n]['seconds'] for n in names):.0f}")
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     for i, m in enumerate(cover):
-        axes[0].plot(h, cover[m], "o-", color=f"C{i}", label=m)
+        axes[0].plot(h, cover[m], "o--" if m == FIXED else "o-", color="C0" if m == FIXED else f"C{i}", label=m)
     axes[0].axhspan(0.85, 0.95, color="0.9", zorder=0)
     axes[0].set(xlabel="horizon", ylabel="coverage of the 90% band (mean over series)", ylim=(0.5, 1.02))
     for i, m in enumerate(methods):
