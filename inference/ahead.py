@@ -209,11 +209,19 @@ class Backtest(NamedTuple):
     seconds: float
 
     def coverage(self) -> np.ndarray:
-        """(steps, d) the share of origins whose band held the truth, per horizon."""
+        """The share of origins whose band held the truth, per horizon and series.
+
+        Returns:
+            (steps, d) shares in [0, 1].
+        """
         return np.mean((self.band[0] <= self.truth) & (self.truth <= self.band[1]), axis=0)
 
     def rmse(self) -> np.ndarray:
-        """(steps, d) the root mean squared error over the origins, per horizon."""
+        """The root mean squared error over the origins, per horizon and series.
+
+        Returns:
+            (steps, d) errors in the units of y.
+        """
         return np.sqrt(np.mean(np.square(self.truth - self.mean), axis=0))
 
 

@@ -80,6 +80,10 @@ CASES = [
      "steps must be >= 1"),
     ("inference.forecast_ahead", "a 5-step series", lambda f: inf.forecast_ahead(X[:5, 0], 2), ValueError,
      "y of 5 steps is too short"),
+    ("inference.backtest", "no origin", lambda f: inf.backtest(np.sin(np.arange(80.0)), 3, start=78), ValueError,
+     "start must be at most"),
+    ("inference.backtest", "an option forecast_ahead lacks", lambda f: inf.backtest(np.sin(np.arange(80.0)), 3, start=60,
+     steps_ahead=3), TypeError, "unknown options"),
     ("inference.forecast_series", "level 1", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], level=1.0), ValueError, "level"),
     ("inference.forecast_series", "no key for NUTS", lambda f: inf.forecast_series(X[:, 0], X[:5, 0], bayesian=True), TypeError,
      "key must"),
@@ -762,7 +766,7 @@ RECORD_NAMES = ("ConditionalExpectation", "HypothesisTestResult", "bke.Lengthsca
                 "inference.Diagnostics", "inference.MCMCResult", "inference.PredictiveFiltering", "inference.Type2Result",
                 "jdl.JDLBases", "jdl.JDLProblem", "jdl.JDLSolution", "jdl.PolynomialBasis", "jdl.RotatedBasis",
                 "kbr.Factored", "kbr.ImageFeatures", "kbr.Candidate", "kbr.ForecastDesign", "kbr.ForecastTuning",
-                "kbr.ConformalBand", "inference.Forecast", "inference.ForecastAhead", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
+                "kbr.ConformalBand", "inference.Forecast", "inference.ForecastAhead", "inference.Backtest", "kbr.KBRWeights", "kbr.TuneResult", "kbr.data.PosteriorTask",
                 "kbr.data.Sequence", "linalg.PivotedCholesky", "models.FilterSplit", "optim.Minimised")
 
 

@@ -224,6 +224,8 @@ RAISES_NOTHING = {  # public callables that cannot raise for any input, with the
     "bayeskern.enable_x64": "a switch: any value is read as true or false",
     "bayeskern.cli.build_parser": "takes no argument and builds a fixed parser",
     "bayeskern.inference.MCMCResult.draws": "reshapes arrays the result holds",
+    "bayeskern.inference.Backtest.coverage": "compares arrays the result holds",
+    "bayeskern.inference.Backtest.rmse": "averages arrays the result holds",
     "bayeskern.kbr.Factored.dense": "multiplies the two factors it holds",
     "bayeskern.jdl.JointDistributionModel.marginal_x": "sums the model's own arrays",
     "bayeskern.jdl.JointDistributionModel.marginal_y": "sums the model's own arrays",

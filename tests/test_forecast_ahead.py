@@ -339,20 +339,15 @@ def test_a_backtest_starts_from_the_forecast_of_its_fit_and_sees_no_value_before
 def test_backtest_bands_learn_from_the_errors_revealed_when_the_noise_grows():
     """An AR(1) whose noise sd doubles after its fit span: the fit's band (the first origin's, the same at every
     origin without the backtest) covers about 60 % of the held-out steps; the backtest's bands add the revealed
-    errors to their scores and adapt their level, and cover near the 90 % asked (two series, 5 horizons, 136
-    origins each)."""
-    fixed, adaptive = [], []
-    for seed in range(2):
-        rng = np.random.default_rng(200 + seed)
-        y = np.zeros(400)
-        for t in range(1, 400):
-            y[t] = 0.7 * y[t - 1] + (1.0 if t < 260 else 2.0) * rng.standard_normal()
-        run = backtest(y, 5, start=260, lags=(1,), workers=1)
-        half = run.band[1, 0] - run.mean[0]
-        fixed.append(np.mean(np.abs(run.truth - run.mean) <= half))
-        adaptive.append(run.coverage().mean())
-    assert np.mean(fixed) < 0.7
-    assert 0.8 < np.mean(adaptive) < 0.95
+    errors to their scores and adapt their level, and cover near the 90 % asked (5 horizons, 176 origins)."""
+    rng = np.random.default_rng(200)
+    y = np.zeros(380)
+    for t in range(1, 380):
+        y[t] = 0.7 * y[t - 1] + (1.0 if t < 200 else 2.0) * rng.standard_normal()
+    run = backtest(y, 5, start=200, lags=(1,), workers=1)
+    half = run.band[1, 0] - run.mean[0]
+    assert np.mean(np.abs(run.truth - run.mean) <= half) < 0.7
+    assert 0.8 < run.coverage().mean() < 0.95
 
 
 @pytest.mark.slow
