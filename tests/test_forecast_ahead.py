@@ -232,6 +232,31 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
     assert summary["averaged_designs"] == [member.design.label for member in fc.tuning.members]
 
 
+def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
+    """--backtest 20 fits without the last 20 months and forecasts 1-6 ahead from each of the 15 origins that leave
+    6 values: backtest.csv has one dated row per origin and horizon with the value forecast, the means and bands of
+    ``backtest``, and the summary their coverage and RMSE per horizon."""
+    y = 50 + 3 * nonlinear_ar(140, seed=6)
+    dates = pd.date_range("2000-01-01", periods=140, freq="MS")
+    pd.DataFrame({"month": dates.strftime("%Y-%m-%d"), "visitors": y}).to_csv(tmp_path / "d.csv", index=False)
+    argv = ["forecast", str(tmp_path / "d.csv"), "--steps", "6", "--lags", "1", "--backtest", "20",
+            "--out", str(tmp_path / "out")]
+    assert main(argv) == 0
+    table = pd.read_csv(tmp_path / "out" / "backtest.csv")
+    assert list(table.columns) == ["origin_month", "horizon", "month", "mean", "lower", "upper", "value"]
+    assert len(table) == 15 * 6 and table["origin_month"].iloc[0] == "2010-01-01"
+    assert table["month"].iloc[7] == "2010-03-01"                       # origin 2 (February), horizon 2
+    np.testing.assert_allclose(table["value"], y[np.repeat(np.arange(120, 135), 6) + np.tile(np.arange(6), 15)])
+    run = backtest(pd.Series(y, index=dates), 6, start=120, lags=(1,), workers=1)
+    np.testing.assert_allclose(table["mean"], run.mean[..., 0].ravel(), rtol=1e-12)
+    np.testing.assert_allclose(table["upper"], run.band[1, ..., 0].ravel(), rtol=1e-12)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())["backtest"]
+    assert summary["fitted_on"] == 120 and summary["origins"] == 15 and summary["first_origin"] == "2010-01-01"
+    hits = (table["lower"] <= table["value"]) & (table["value"] <= table["upper"])
+    np.testing.assert_allclose(summary["coverage_per_horizon"], hits.groupby(table["horizon"]).mean(), atol=1e-4)
+    np.testing.assert_allclose(summary["rmse_per_horizon"], run.rmse()[:, 0], rtol=1e-12)
+
+
 def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregular(tmp_path, capsys):
     """01/02/2000 read month first is January 2, which makes monthly dates irregular; read day first they are the
     first of each month, and the command says which reading it took."""
@@ -252,6 +277,8 @@ def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregula
     (["--column", "visitors", "--validation", "2"], "--validation must be at most half the series"),
     (["--column", "visitors", "--season", "1"], "--season must be >= 2"),
     (["--column", "visitors", "--bayesian", "--chains", "0"], "--chains, --warmup and --samples must be >= 1"),
+    (["--column", "visitors", "--backtest", "0"], "--backtest must be >= 1"),
+    (["--column", "visitors", "--steps", "3", "--backtest", "2"], "--backtest must hold out at least --steps"),
 ])
 def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv, message, capsys):
     pd.DataFrame({"month": ["2000-01-01", "2000-02-01", "2000-03-01"], "visitors": [1.0, 2.0, 3.0],

@@ -20,6 +20,9 @@ def _run(args):
     series = _read_series(args.data, args.column, args.date)
     check(args.validation is None or args.validation <= series.shape[0] // 2,
           f"--validation must be at most half the series ({series.shape[0] // 2} of {series.shape[0]} steps)")
+    check(args.backtest is None or args.steps <= args.backtest < series.shape[0] // 2,
+          f"--backtest must hold out at least --steps ({args.steps}) and less than half the series "
+          f"({series.shape[0] // 2} of {series.shape[0]} steps)")
     report(f"read {series.shape[0]} values of {series.name!r}"
            + (f", {_label(series.index[0])} to {_label(series.index[-1])}" if _dated(series) else "")
            + f"; tuning the forecaster and calibrating {args.steps} horizons")
@@ -54,13 +57,48 @@ def _run(args):
         "validation_steps": int(fc.tuning.num_validation),
         "calibration_errors_per_horizon": fc.calibration_counts.tolist(),
         "tail_rule_horizons": (np.flatnonzero(fc.widened.any(axis=1)) + 1).tolist(),
-        "clipped_steps": (np.flatnonzero(fc.clipped) + 1).tolist(), "warnings": notes,
-        "seconds": round(time.perf_counter() - t0, 3)}
+        "clipped_steps": (np.flatnonzero(fc.clipped) + 1).tolist(), "warnings": notes}
     if fc.mcmc is not None:       # a single chain has no split R-hat: null
         summary.update(max_split_rhat=_finite(fc.mcmc.max_rhat), min_ess_bulk=_finite(fc.mcmc.min_ess_bulk),
                        divergences=int(fc.mcmc.divergences))
-    write_summary(out, summary, [table, figure])
+    written = [table, figure]
+    if args.backtest is not None:
+        summary["backtest"], table = _backtest(series, args, sampling, out)
+        written.append(table)
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
+    write_summary(out, summary, written)
     return summary
+
+
+def _backtest(series, args, sampling, out):
+    """The forecaster fitted without the last ``--backtest`` steps, run over them (bayeskern.inference.backtest):
+    (its summary, the path of backtest.csv: one row per origin and horizon)."""
+    import warnings
+
+    import pandas as pd
+
+    from bayeskern.inference import backtest
+
+    start = series.shape[0] - args.backtest
+    report(f"backtest: the forecaster fitted on the first {start} steps, forecasting 1-{args.steps} steps ahead "
+           f"from each of the last {args.backtest - args.steps + 1} origins")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = backtest(series, args.steps, start=start, level=args.level, lags=args.lags, season=args.season,
+                       n_val=args.validation, **sampling)
+    origins, horizons = np.meshgrid(run.origins, np.arange(1, args.steps + 1), indexing="ij")
+    targets = series.index[(origins + horizons - 1).ravel()]
+    name = series.index.name or ("date" if _dated(series) else "step")
+    frame = pd.DataFrame({f"origin_{name}": series.index[origins.ravel()], "horizon": horizons.ravel(),
+                          name: targets, "mean": run.mean[..., 0].ravel(), "lower": run.band[0, ..., 0].ravel(),
+                          "upper": run.band[1, ..., 0].ravel(), "value": run.truth[..., 0].ravel()})
+    table = out / "backtest.csv"
+    frame.to_csv(table, index=False)
+    coverage, rmse = run.coverage()[:, 0], run.rmse()[:, 0]
+    report(f"backtest: coverage of the {args.level:.0%} bands {coverage.min():.2f}-{coverage.max():.2f} over the "
+           f"horizons, RMSE {rmse[0]:.4g} at 1 step, {rmse[-1]:.4g} at {args.steps}")
+    return {"fitted_on": start, "origins": int(run.origins.size), "first_origin": _label(series.index[start]),
+            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist()}, table
 
 
 def _finite(value):
@@ -175,6 +213,7 @@ def _check(args):
     check(args.history >= 1, "--history must be >= 1")
     check(args.validation is None or args.validation >= 1, "--validation must be >= 1")
     check(args.season is None or args.season >= 2, "--season must be >= 2")
+    check(args.backtest is None or args.backtest >= 1, "--backtest must be >= 1")
     check(min(args.chains, args.warmup, args.samples) >= 1, "--chains, --warmup and --samples must be >= 1")
 
 
@@ -199,8 +238,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--history", type=int, default=120, help="observed steps shown in the fan chart (default 120)")
     p.add_argument("--bayesian", action="store_true",
                    help="average the forecasts over NUTS draws of the filter's hyperparameters (slower)")
+    p.add_argument("--backtest", type=int, default=None, metavar="K",
+                   help="also fit without the last K steps and forecast 1..--steps ahead from each of them, bands "
+                        "learning from the errors seen so far (bayeskern.inference.backtest): backtest.csv and "
+                        "the coverage and RMSE per horizon in summary.json")
     p.add_argument("--chains", type=int, default=2, help="--bayesian: NUTS chains (default 2)")
     p.add_argument("--warmup", type=int, default=200, help="--bayesian: NUTS warm-up iterations per chain (default 200)")
     p.add_argument("--samples", type=int, default=200, help="--bayesian: NUTS draws per chain (default 200)")
     add_seed_and_out(p, "--bayesian: seed of the sampler (default 0)")
-    p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "forecast.csv", "forecast.png"])
+    p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "forecast.csv", "forecast.png"]
+                   + (["backtest.csv"] if a.backtest is not None else []))
