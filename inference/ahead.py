@@ -154,7 +154,7 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     _check_level(level)
     T = values.shape[0]
     index = _future_index(dates, steps)
-    fans = _fitted_fans(values, T, np.array([T]), steps, lags=lags, season=season, n_val=n_val, bayesian=bayesian,
+    fans = _fitted_fans(values, T, np.array([T]), steps, "y", lags=lags, season=season, n_val=n_val, bayesian=bayesian,
                         key=key, num_chains=num_chains, num_warmup=num_warmup, num_samples=num_samples,
                         num_landmarks=num_landmarks, num_draws=num_draws, progress_bar=progress_bar, rank=rank,
                         workers=workers)
@@ -271,7 +271,7 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
                          f"lie in y, got {start}")
     options = {**_FORECAST_DEFAULTS, **options}
     origins = np.arange(start, T - steps + 1)
-    fans = _fitted_fans(values, start, origins, steps, **options)
+    fans = _fitted_fans(values, start, origins, steps, "y[:start]", **options)
     truth = values[origins[:, None] + np.arange(steps)[None, :]]                           # (O, steps, d)
     half, widened = np.empty_like(truth), np.zeros(truth.shape, bool)
     for h, scores in enumerate(fans.calibration):
@@ -311,23 +311,23 @@ class _Fans(NamedTuple):
     mcmc: Diagnostics | None
 
 
-def _fitted_fans(values, fit_end, origins, steps, *, lags, season, n_val, bayesian, key, num_chains, num_warmup,
+def _fitted_fans(values, fit_end, origins, steps, name, *, lags, season, n_val, bayesian, key, num_chains, num_warmup,
                  num_samples, num_landmarks, num_draws, progress_bar, rank, workers) -> _Fans:
     """The forecaster tuned, calibrated (and sampled) on values[:fit_end], and its forecasts 1..steps ahead from
-    ``origins`` (each >= fit_end, using the values before it)."""
+    ``origins`` (each >= fit_end, using the values before it); ``name`` names values[:fit_end] in errors."""
     if bayesian:
         check_key(key)
         num_draws = check_count(num_draws, "num_draws")
     _check_tuning_arguments(lags, workers)
     fit = values[:fit_end]
-    V = _validation_size(fit_end, n_val, "y", reserve=steps)
+    V = _validation_size(fit_end, n_val, name, reserve=steps)
     tuning = tune_forecaster(fit, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     bayesian = _sampled(tuning, bayesian)
     C = _calibration_size(fit_end, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
-        raise ValueError(f"y of {fit_end} steps leaves {C} calibration steps for {chosen}: too few for bands {steps} "
-                         f"steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
+        raise ValueError(f"{name} of {fit_end} steps leaves {C} calibration steps for {chosen}: too few for bands "
+                         f"{steps} steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
     end = fit_end - V                                 # calibration origins end-C .. end-1, errors inside the block
     cal_origins = np.arange(end - C, end)
     mcmc = None

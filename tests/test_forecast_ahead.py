@@ -234,8 +234,8 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
 
 def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     """--backtest 20 fits without the last 20 months and forecasts 1-6 ahead from each of the 15 origins that leave
-    6 values: backtest.csv has one dated row per origin and horizon with the value forecast, the means and bands of
-    ``backtest``, and the summary their coverage and RMSE per horizon."""
+    6 values: backtest.csv has one dated row per origin and horizon with the value forecast (the first origin's
+    means and bands those of the forecast of the fit), and the summary their coverage and RMSE per horizon."""
     y = 50 + 3 * nonlinear_ar(140, seed=6)
     dates = pd.date_range("2000-01-01", periods=140, freq="MS")
     pd.DataFrame({"month": dates.strftime("%Y-%m-%d"), "visitors": y}).to_csv(tmp_path / "d.csv", index=False)
@@ -247,14 +247,17 @@ def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     assert len(table) == 15 * 6 and table["origin_month"].iloc[0] == "2010-01-01"
     assert table["month"].iloc[7] == "2010-03-01"                       # origin 2 (February), horizon 2
     np.testing.assert_allclose(table["value"], y[np.repeat(np.arange(120, 135), 6) + np.tile(np.arange(6), 15)])
-    run = backtest(pd.Series(y, index=dates), 6, start=120, lags=(1,), workers=1)
-    np.testing.assert_allclose(table["mean"], run.mean[..., 0].ravel(), rtol=1e-12)
-    np.testing.assert_allclose(table["upper"], run.band[1, ..., 0].ravel(), rtol=1e-12)
+    first = table[table["origin_month"] == "2010-01-01"]       # the forecast of the fit, from its first origin
+    fc = forecast_ahead(pd.Series(y[:120], index=dates[:120]), 6, lags=(1,), workers=1)
+    np.testing.assert_allclose(first["mean"], fc.mean[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(first["upper"], fc.band[1, :, 0], rtol=1e-12)
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())["backtest"]
     assert summary["fitted_on"] == 120 and summary["origins"] == 15 and summary["first_origin"] == "2010-01-01"
     hits = (table["lower"] <= table["value"]) & (table["value"] <= table["upper"])
     np.testing.assert_allclose(summary["coverage_per_horizon"], hits.groupby(table["horizon"]).mean(), atol=1e-4)
-    np.testing.assert_allclose(summary["rmse_per_horizon"], run.rmse()[:, 0], rtol=1e-12)
+    errors = (table["value"] - table["mean"]) ** 2
+    np.testing.assert_allclose(summary["rmse_per_horizon"], np.sqrt(errors.groupby(table["horizon"]).mean()),
+                               rtol=1e-10)
 
 
 def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregular(tmp_path, capsys):
@@ -405,6 +408,8 @@ def test_backtest_keeps_dates_and_refuses_bad_input_by_name():
         backtest(y, 3, start=140, gamma=-1.0)
     with pytest.raises(ValueError, match="start"):
         backtest(y, 3, start=0)
+    with pytest.raises(ValueError, match="y\\[:start\\] of 40 steps is too short"):
+        backtest(y, 3, start=40, lags=(1,))
 
 
 def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
