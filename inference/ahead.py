@@ -322,7 +322,7 @@ def _fitted_fans(values, fit_end, origins, steps, name, *, lags, season, n_val, 
     fit = values[:fit_end]
     V = _validation_size(fit_end, n_val, name, reserve=steps)
     tuning = tune_forecaster(fit, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
-    bayesian = _sampled(tuning, bayesian)
+    bayesian = _sampled(tuning, bayesian, stacklevel=4)         # the user's call of forecast_ahead or backtest
     C = _calibration_size(fit_end, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label

@@ -175,21 +175,21 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
                     conformal.widened, diagnostics, time.perf_counter() - start)
 
 
-def _sampled(tuning, bayesian: bool) -> bool:
+def _sampled(tuning, bayesian: bool, *, stacklevel: int = 3) -> bool:
     """Whether the Bayesian average runs: ``bayesian`` and a filter to sample whose validation errors are not zero to
     rounding (an exact forecaster, e.g. of a strictly periodic series, leaves the noise scale no value above 0). A
-    TuningWarning (to the caller's caller) says when a baseline forecasts, and why ``bayesian=True`` was not
-    honoured."""
+    TuningWarning (at ``stacklevel``: the caller's caller by default) says when a baseline forecasts, and why
+    ``bayesian=True`` was not honoured."""
     if tuning.best is None:
         warnings.warn(f"no filter beat both persistence and the training mean on the {tuning.num_validation} "
                       f"validation steps: {tuning.fallback} forecasts"
                       + (" (no Bayesian average: there is no filter to sample)" if bayesian else ""),
-                      TuningWarning, stacklevel=3)
+                      TuningWarning, stacklevel=stacklevel)
         return False
     if bayesian and tuning.best.mse <= _EXACT_MSE:
         warnings.warn(f"the chosen forecaster ({tuning.best.design.label}) forecasts the {tuning.num_validation} "
                       "validation steps exactly: there is no noise to sample, so the validated filter forecasts "
-                      "(no Bayesian average)", TuningWarning, stacklevel=3)
+                      "(no Bayesian average)", TuningWarning, stacklevel=stacklevel)
         return False
     return bayesian
 

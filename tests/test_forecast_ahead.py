@@ -424,9 +424,13 @@ def test_constant_and_exactly_periodic_series_are_forecast_exactly_with_zero_wid
     """Lag vectors that are one point have no distance scale (the filter takes the standardised unit): a constant
     series is forecast by persistence, a strictly periodic one exactly by its autoregression, each with a band of
     zero width; ``bayesian=True`` then has no noise to sample and says so."""
-    with pytest.warns(UserWarning, match="persistence forecasts"):
+    with pytest.warns(UserWarning, match="persistence forecasts") as caught:
         flat = forecast_ahead(np.full(80, 3.0), 4, lags=(1, 2, 3, 4), workers=1)
     assert flat.fallback == "persistence" and np.all(flat.band == 3.0)
+    assert caught[0].filename == __file__                               # the warning points at the caller's line
+    with pytest.warns(UserWarning, match="persistence forecasts") as caught:
+        run = backtest(np.full(80, 3.0), 4, start=76, lags=(1, 2, 3, 4), workers=1)
+    assert np.all(run.band == 3.0) and caught[0].filename == __file__
     with pytest.warns(UserWarning, match="persistence forecasts"):
         one_step = forecast_series(np.full(80, 3.0), np.full(5, 3.0), lags=(1, 2, 3, 4), workers=1)
     assert np.all(one_step.mean == 3.0) and np.all(one_step.band == 3.0)
