@@ -244,6 +244,7 @@ def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     assert main(argv) == 0
     table = pd.read_csv(tmp_path / "out" / "backtest.csv")
     assert list(table.columns) == ["origin_month", "horizon", "month", "mean", "lower", "upper", "value"]
+    assert (tmp_path / "out" / "backtest.png").stat().st_size > 10_000
     assert len(table) == 15 * 6 and table["origin_month"].iloc[0] == "2010-01-01"
     assert table["month"].iloc[7] == "2010-03-01"                       # origin 2 (February), horizon 2
     np.testing.assert_allclose(table["value"], y[np.repeat(np.arange(120, 135), 6) + np.tile(np.arange(6), 15)])

@@ -63,8 +63,8 @@ def _run(args):
                        divergences=int(fc.mcmc.divergences))
     written = [table, figure]
     if args.backtest is not None:
-        summary["backtest"], table = _backtest(series, args, sampling, out)
-        written.append(table)
+        summary["backtest"], files = _backtest(series, args, sampling, out)
+        written += files
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     write_summary(out, summary, written)
     return summary
@@ -72,7 +72,7 @@ def _run(args):
 
 def _backtest(series, args, sampling, out):
     """The forecaster fitted without the last ``--backtest`` steps, run over them (bayeskern.inference.backtest):
-    (its summary, the path of backtest.csv: one row per origin and horizon)."""
+    (its summary, the paths of backtest.csv, one row per origin and horizon, and backtest.png)."""
     import warnings
 
     import pandas as pd
@@ -94,11 +94,34 @@ def _backtest(series, args, sampling, out):
                           "upper": run.band[1, ..., 0].ravel(), "value": run.truth[..., 0].ravel()})
     table = out / "backtest.csv"
     frame.to_csv(table, index=False)
+    figure = _plot_backtest(series, run, start, out / "backtest.png")
     coverage, rmse = run.coverage()[:, 0], run.rmse()[:, 0]
     report(f"backtest: coverage of the {args.level:.0%} bands {coverage.min():.2f}-{coverage.max():.2f} over the "
            f"horizons, RMSE {rmse[0]:.4g} at 1 step, {rmse[-1]:.4g} at {args.steps}")
     return {"fitted_on": start, "origins": int(run.origins.size), "first_origin": _label(series.index[start]),
-            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist()}, table
+            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist()}, [table, figure]
+
+
+def _plot_backtest(series, run, start: int, path):
+    """The held-out span (and as many steps before it) observed, with the backtest's forecasts one step and
+    ``steps`` steps ahead and their bands, each drawn at the step it forecasts."""
+    plt = pyplot()
+    from bayeskern.plotting import save_figure
+
+    steps = run.mean.shape[1]
+    shown = series.iloc[max(0, 2 * start - series.shape[0]):]
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    ax.plot(shown.index, shown.to_numpy(), color="k", lw=1.2, label="observed")
+    for h, color in ((steps, "C1"), (1, "C0")) if steps > 1 else ((1, "C0"),):
+        when = series.index[run.origins + h - 1]
+        cover = run.coverage()[h - 1, 0]
+        ax.fill_between(when, run.band[0, :, h - 1, 0], run.band[1, :, h - 1, 0], color=color, alpha=0.2, lw=0)
+        ax.plot(when, run.mean[:, h - 1, 0], color=color, lw=1.2,
+                label=f"{h} step{'s' if h > 1 else ''} ahead (band covers {cover:.0%})")
+    ax.axvline(series.index[start], color="0.5", lw=0.8, ls=":")
+    ax.set(ylabel=str(series.name), title=f"backtest: fitted on the first {start} steps, {run.level:.0%} bands")
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    return save_figure(fig, path)
 
 
 def _finite(value):
@@ -240,11 +263,11 @@ def add_parsers(sub) -> None:
                    help="average the forecasts over NUTS draws of the filter's hyperparameters (slower)")
     p.add_argument("--backtest", type=int, default=None, metavar="K",
                    help="also fit without the last K steps and forecast 1..--steps ahead from each of them, bands "
-                        "learning from the errors seen so far (bayeskern.inference.backtest): backtest.csv and "
-                        "the coverage and RMSE per horizon in summary.json")
+                        "learning from the errors seen so far (bayeskern.inference.backtest): backtest.csv, "
+                        "backtest.png and the coverage and RMSE per horizon in summary.json")
     p.add_argument("--chains", type=int, default=2, help="--bayesian: NUTS chains (default 2)")
     p.add_argument("--warmup", type=int, default=200, help="--bayesian: NUTS warm-up iterations per chain (default 200)")
     p.add_argument("--samples", type=int, default=200, help="--bayesian: NUTS draws per chain (default 200)")
     add_seed_and_out(p, "--bayesian: seed of the sampler (default 0)")
     p.set_defaults(run=_run, check=_check, outputs=lambda a: ["summary.json", "forecast.csv", "forecast.png"]
-                   + (["backtest.csv"] if a.backtest is not None else []))
+                   + (["backtest.csv", "backtest.png"] if a.backtest is not None else []))
