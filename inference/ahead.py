@@ -253,6 +253,11 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
     Raises:
         TypeError: as :func:`forecast_ahead`, or for an unknown option.
         ValueError: as :func:`forecast_ahead` for y[:start], for a start that leaves no origin, or gamma < 0.
+
+    Warns:
+        TuningWarning: as :func:`forecast_ahead`.
+        CalibrationWarning: some bands follow the tail rule (``widened``).
+        ReadoutWarning: the filter's read-out was clipped from some origin.
     """
     require_x64("backtest")
     began = time.perf_counter()
@@ -280,6 +285,10 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
                                    delay=h + 1)
         half[:, h], widened[:, h] = conformal.band[1], conformal.widened
     half = np.maximum.accumulate(half, axis=1)
+    if widened.any():
+        warnings.warn(f"{int(widened.any(axis=2).sum())} of the {widened.shape[0] * steps} bands (origins x horizons) "
+                      f"had too few known errors for level {level} and follow the tail rule (see widened)",
+                      CalibrationWarning, stacklevel=2)
     if fans.clipped.any():
         hit = origins[fans.clipped.any(axis=1)]
         warnings.warn(f"the filter's read-out left the training range from {hit.size} of {origins.size} origins "

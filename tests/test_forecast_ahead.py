@@ -411,6 +411,9 @@ def test_backtest_keeps_dates_and_refuses_bad_input_by_name():
         backtest(y, 3, start=0)
     with pytest.raises(ValueError, match="y\\[:start\\] of 40 steps is too short"):
         backtest(y, 3, start=40, lags=(1,))
+    with pytest.warns(CalibrationWarning, match="bands .origins x horizons. had too few known errors for level 0.99"):
+        thin = backtest(y, 3, start=140, level=0.99, lags=(1,), workers=1)
+    assert thin.widened[0].all() and np.all(np.isfinite(thin.band))
 
 
 def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
