@@ -334,14 +334,14 @@ def _baseline_fans(y, fit_end, origins, season, steps):
     return out, f"AR({max(lags)}), SARIMAX{order}"
 
 
-def horizons(out, *, names=None, steps=12, json_out=None):
+def horizons(out, *, names=None, steps=12, json_out=None, bayesian=False):
     """Rolling-origin evaluation, the protocol of the one-step table: every method is fitted once on the series
     before its last 20 % and, with those parameters, forecasts 1..``steps`` ahead from every origin of the held-out
     part (each origin seeing the true values before it): ``backtest`` (the kernel forecaster fitted once, its
     bands learning from the errors revealed before each origin; beside them the band of the fit, the same at every
     origin), AR (AIC), SARIMAX (AIC over a small grid), ETS and the seasonal naive forecast. Prints RMSE, MASE and
     the coverage of the 90 % bands per horizon; writes the figure and, with ``json_out``, every error and band
-    hit."""
+    hit. ``bayesian``: the kernel forecaster averaged over NUTS draws (``backtest(..., bayesian=True)``, key 0)."""
     import json
 
     bk.enable_x64()
@@ -356,7 +356,7 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         T = len(y)
         fit_end = T - T // 5
         origins = np.arange(fit_end, T - steps + 1)
-        fc, seconds, paths, half, fixed = _kbf_fans(y, fit_end, origins, steps)
+        fc, seconds, paths, half, fixed = _kbf_fans(y, fit_end, origins, steps, bayesian=bayesian)
         fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
         fans["KBF"] = (paths, np.stack([paths - half, paths + half], axis=1))
         fans[FIXED] = (paths, np.stack([paths - fixed, paths + fixed], axis=1))
@@ -366,6 +366,7 @@ def horizons(out, *, names=None, steps=12, json_out=None):
         chosen = fc.tuning.best.design.label if fc.tuning.best else fc.tuning.fallback
         record[name] = {"origins": origins.tolist(), "season": season, "scale": scale, "seconds": seconds,
                         "chosen": chosen, "baselines": orders,
+                        "max_rhat": None if fc.mcmc is None else float(fc.mcmc.max_rhat),
                         "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items() if m != FIXED},
                         "hits": {m: (np.all(np.isfinite(band), axis=1) & (truth >= band[:, 0])
                                      & (truth <= band[:, 1])).astype(int).tolist()
@@ -381,7 +382,7 @@ FIXED = "KBF, band of the fit"
 """The forecaster's band of its fit (``forecast_ahead``'s, the same at every origin), beside the backtest's."""
 
 
-def _kbf_fans(y, fit_end, origins, steps):
+def _kbf_fans(y, fit_end, origins, steps, *, bayesian=False):
     """``backtest`` of the forecaster fitted on y[:fit_end] (warnings silenced) from ``origins`` (every origin from
     fit_end that leaves ``steps`` values): (the Backtest, its seconds, means (O, steps), the backtest's band
     half-widths (O, steps), the fit's half-widths (steps,): ``forecast_ahead(y[:fit_end], steps)``'s band, which is
@@ -392,7 +393,7 @@ def _kbf_fans(y, fit_end, origins, steps):
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        run = backtest(y, steps, start=fit_end)
+        run = backtest(y, steps, start=fit_end, **({"bayesian": True, "key": jax.random.key(0)} if bayesian else {}))
     seconds = time.perf_counter() - t0
     half = (run.band[1] - run.mean)[:, :, 0]
     return run, seconds, run.mean[:, :, 0], half, half[0]
@@ -408,7 +409,8 @@ def _print_series(name, rec, methods, steps):
           + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
           + "; ETS h=1/6/12: " + "/".join(f"{np.mean(rec['hits']['ETS'], axis=0)[h - 1]:.2f}" for h in (1, 6, 12)
                                             if h <= steps)
-          + f"; chosen: {rec['chosen']}; {rec['baselines']}", flush=True)
+          + f"; chosen: {rec['chosen']}; {rec['baselines']}"
+          + (f"; NUTS max R-hat {rec['max_rhat']:.2f}" if rec.get("max_rhat") is not None else ""), flush=True)
 
 
 def _horizon_summary(record, names, methods, steps, out):
@@ -695,7 +697,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
     if args.horizons:
-        horizons(args.out, names=args.series, json_out=args.json)
+        horizons(args.out, names=args.series, json_out=args.json, bayesian=args.bayesian)
     elif args.seasonal:
         seasonal_study()
     elif args.combination:
