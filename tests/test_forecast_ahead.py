@@ -235,11 +235,11 @@ def test_the_forecast_command_writes_dated_forecasts_a_fan_chart_and_a_summary(t
 def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     """--backtest 20 fits without the last 20 months and forecasts 1-6 ahead from each of the 15 origins that leave
     6 values: backtest.csv has one dated row per origin and horizon with the value forecast and its band, and the
-    summary their coverage and RMSE per horizon."""
+    summary their coverage, RMSE per horizon and warnings (99 % bands on few errors follow the tail rule)."""
     y = 50 + 3 * nonlinear_ar(140, seed=6)
     dates = pd.date_range("2000-01-01", periods=140, freq="MS")
     pd.DataFrame({"month": dates.strftime("%Y-%m-%d"), "visitors": y}).to_csv(tmp_path / "d.csv", index=False)
-    argv = ["forecast", str(tmp_path / "d.csv"), "--steps", "6", "--lags", "1", "--backtest", "20",
+    argv = ["forecast", str(tmp_path / "d.csv"), "--steps", "6", "--lags", "1", "--backtest", "20", "--level", "0.99",
             "--out", str(tmp_path / "out")]
     assert main(argv) == 0
     table = pd.read_csv(tmp_path / "out" / "backtest.csv")
@@ -256,6 +256,7 @@ def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     errors = (table["value"] - table["mean"]) ** 2
     np.testing.assert_allclose(summary["rmse_per_horizon"], np.sqrt(errors.groupby(table["horizon"]).mean()),
                                rtol=1e-10)
+    assert any(note.startswith("CalibrationWarning") for note in summary["warnings"])   # 0.99: the tail rule
 
 
 def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregular(tmp_path, capsys):

@@ -33,8 +33,7 @@ def _run(args):
         warnings.simplefilter("always")
         fc = forecast_ahead(series, args.steps, level=args.level, lags=args.lags, season=args.season,
                             n_val=args.validation, **sampling)
-    notes = sorted({f"{w.category.__name__}: {w.message}" for w in caught if w.category.__module__.startswith(
-        ("bayeskern", "inference"))})
+    notes = _notes(caught)
     for note in notes:
         report(note)
     out = Path(args.out)
@@ -82,10 +81,13 @@ def _backtest(series, args, sampling, out):
     start = series.shape[0] - args.backtest
     report(f"backtest: the forecaster fitted on the first {start} steps, forecasting 1-{args.steps} steps ahead "
            f"from each of the last {args.backtest - args.steps + 1} origins")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         run = backtest(series, args.steps, start=start, level=args.level, lags=args.lags, season=args.season,
                        n_val=args.validation, **sampling)
+    notes = _notes(caught)
+    for note in notes:
+        report(f"backtest: {note}")
     origins, horizons = np.meshgrid(run.origins, np.arange(1, args.steps + 1), indexing="ij")
     targets = series.index[(origins + horizons - 1).ravel()]
     name = series.index.name or ("date" if _dated(series) else "step")
@@ -99,7 +101,8 @@ def _backtest(series, args, sampling, out):
     report(f"backtest: coverage of the {args.level:.0%} bands {coverage.min():.2f}-{coverage.max():.2f} over the "
            f"horizons, RMSE {rmse[0]:.4g} at 1 step, {rmse[-1]:.4g} at {args.steps}")
     return {"fitted_on": start, "origins": int(run.origins.size), "first_origin": _label(series.index[start]),
-            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist()}, [table, figure]
+            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist(),
+            "warnings": notes}, [table, figure]
 
 
 def _plot_backtest(series, run, start: int, path):
@@ -122,6 +125,12 @@ def _plot_backtest(series, run, start: int, path):
     ax.set(ylabel=str(series.name), title=f"backtest: fitted on the first {start} steps, {run.level:.0%} bands")
     ax.legend(frameon=False, fontsize=8, loc="upper left")
     return save_figure(fig, path)
+
+
+def _notes(caught) -> list:
+    """The library's warnings among those caught, one line each, without repeats."""
+    return sorted({f"{w.category.__name__}: {w.message}" for w in caught
+                   if w.category.__module__.startswith(("bayeskern", "inference"))})
 
 
 def _finite(value):
