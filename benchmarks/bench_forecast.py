@@ -363,9 +363,8 @@ def horizons(out, *, names=None, steps=12, json_out=None, bayesian=False):
         truth = np.stack([y[o: o + steps] for o in origins])                                    # (O, steps)
         lag = season or 1
         scale = float(np.mean(np.abs(y[lag:fit_end] - y[:fit_end - lag])))   # MASE: in-sample seasonal naive
-        chosen = fc.tuning.best.design.label if fc.tuning.best else fc.tuning.fallback
         record[name] = {"origins": origins.tolist(), "season": season, "scale": scale, "seconds": seconds,
-                        "chosen": chosen, "baselines": orders,
+                        "chosen": _chosen(fc.tuning), "baselines": orders,
                         "max_rhat": None if fc.mcmc is None else float(fc.mcmc.max_rhat),
                         "errors": {m: (mean - truth).tolist() for m, (mean, _) in fans.items() if m != FIXED},
                         "hits": {m: (np.all(np.isfinite(band), axis=1) & (truth >= band[:, 0])
@@ -397,6 +396,11 @@ def _kbf_fans(y, fit_end, origins, steps, *, bayesian=False):
     seconds = time.perf_counter() - t0
     half = (run.band[1] - run.mean)[:, :, 0]
     return run, seconds, run.mean[:, :, 0], half, half[0]
+
+
+def _chosen(tuning) -> str:
+    """The winning design's label, or the baseline that forecasts."""
+    return tuning.best.design.label if tuning.best else tuning.fallback
 
 
 def _print_series(name, rec, methods, steps):
@@ -493,8 +497,7 @@ def seasonal_study(seeds=3, steps=12, holdout=50):
             cover = np.mean(np.abs(err) <= half, axis=0)                  # the band of the fit
             rmse = np.sqrt(np.mean(err**2, axis=0))
             totals.setdefault(name, []).append(rmse.mean())
-            chosen = run.tuning.best.design.label if run.tuning.best else run.tuning.fallback
-            print(f"{name:<26} seed {seed}  {chosen:<52} RMSE h=1 "
+            print(f"{name:<26} seed {seed}  {_chosen(run.tuning):<52} RMSE h=1 "
                   f"{rmse[0]:.4f}, mean over h {rmse.mean():.4f}; coverage h=1/6/12 {cover[0]:.2f}/{cover[5]:.2f}/"
                   f"{cover[11]:.2f}; {seconds:.0f} s", flush=True)
     print("mean RMSE over horizons and seeds: " + ", ".join(f"{k} {np.mean(v):.4f}" for k, v in totals.items()))

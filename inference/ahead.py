@@ -266,9 +266,10 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
     _check_level(level)
     if not gamma >= 0:
         raise ValueError(f"gamma must be >= 0, got {gamma}")
-    unknown = sorted(set(options) - set(_FORECAST_OPTIONS))
+    unknown = sorted(set(options) - set(_FORECAST_DEFAULTS))
     if unknown:
-        raise TypeError(f"backtest got unknown options {unknown}; it takes forecast_ahead's: {_FORECAST_OPTIONS}")
+        raise TypeError(f"backtest got unknown options {unknown}; it takes forecast_ahead's: "
+                        f"{tuple(_FORECAST_DEFAULTS)}")
     T = values.shape[0]
     start = check_count(start, "start")
     if start > T - steps:
@@ -301,7 +302,6 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
 _FORECAST_DEFAULTS = {name: option.default for name, option in inspect.signature(forecast_ahead).parameters.items()
                       if option.kind is option.KEYWORD_ONLY and name != "level"}
 """forecast_ahead's options of the forecaster, with their defaults (``backtest`` passes them on)."""
-_FORECAST_OPTIONS = tuple(_FORECAST_DEFAULTS)
 
 
 def _check_level(level) -> None:
