@@ -613,6 +613,57 @@ def backtest_study(seeds=3, steps=12, level=0.9):
               f"{cover.mean(axis=0).min():.3f}-{cover.mean(axis=0).max():.3f}{width}; by group: {by_group}")
 
 
+def bayesian_study(seeds=3, steps=12):
+    """The design data of the Bayesian forecaster ahead: on ``synthetic_panel`` (fitted on 400 steps, the last 100
+    held out) and ``seasonal_panel`` (150 / 50), seeds 0..seeds-1, the forecasts 1..``steps`` ahead from every
+    held-out origin of the point forecaster (its members averaged), of the chosen design alone averaged over the
+    NUTS draws (``forecast_ahead(bayesian=True)`` before the members joined it), and of the members with the
+    chosen one's filter averaged over the same draws (``_posterior_fans``). Prints each one's mean RMSE over
+    horizons, the ratios to the point forecaster, and their geometric means."""
+    from bayeskern.inference.ahead import _FORECAST_DEFAULTS, _fitted_fans, _posterior_fans
+    from bayeskern.inference.forecast import _hyperparameter_posterior
+    from bayeskern.kbr.multistep import iterated_forecasts
+
+    bk.enable_x64()
+    warnings.simplefilter("ignore")
+    options = dict(_FORECAST_DEFAULTS)
+    ratios = {"alone": [], "members": []}
+    for panel_of, T, holdout in ((synthetic_panel, 500, 100), (seasonal_panel, 200, 50)):
+        for seed in range(seeds):
+            for name, series in panel_of(seed=seed).items():
+                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T, None]
+                fit_end = T - holdout
+                origins = np.arange(fit_end, T - steps + 1)
+                t0 = time.perf_counter()
+                point = _fitted_fans(y, fit_end, origins, steps, "y", **options)
+                tuning = point.tuning
+                truth = np.stack([y[o: o + steps, 0] for o in origins])
+                score = {"point": point.mean[:, :, 0]}
+                if tuning.best is not None:
+                    run = _hyperparameter_posterior(y[:fit_end], tuning, jax.random.key(0), 2, 200, 200, (20, 20),
+                                                    False)
+                    probe = (fit_end, np.array([fit_end]))          # (the calibration forecasts are not scored)
+                    alone = tuning._replace(members=tuning.members[:1])
+                    score["alone"] = _posterior_fans(y, alone, run.draws(), probe, (fit_end, origins), steps, 40,
+                                                     (20, 20), "auto")[1][0][:, :, 0]
+                    m = len(tuning.members)
+                    others = (iterated_forecasts(y, tuning._replace(members=tuning.members[1:]), fit_end, origins,
+                                                 steps)[0][:, :, 0] if m > 1 else 0.0)
+                    score["members"] = (score["alone"] + (m - 1) * others) / m
+                err = {k: np.sqrt(np.mean((v - truth) ** 2, axis=0)).mean() for k, v in score.items()}
+                line = ", ".join(f"{k} {v:.4f}" for k, v in err.items())
+                for k in ratios:
+                    if k in err:
+                        ratios[k].append(err[k] / err["point"])
+                rhat = "" if tuning.best is None else f"; R-hat {run.diagnostics.max_rhat:.2f}"
+                print(f"{name:<28} seed {seed}  {len(tuning.members)} members; mean RMSE over horizons: {line}"
+                      f"{rhat}; {time.perf_counter() - t0:.0f} s", flush=True)
+    for k, r in ratios.items():
+        r = np.array(r)
+        print(f"{k:<8} against the point forecaster: geometric mean {np.exp(np.mean(np.log(r))):.3f}, better "
+              f"{np.sum(r < 0.999)}, worse {np.sum(r > 1.001)}, largest {r.max():.3f}")
+
+
 def n_val_sweep(names, sizes=(30, 49, 60, 100)):
     """The validated forecaster at several validation sizes: its test RMSE over persistence's, and its validation
     MSE over persistence's (below 1 by construction, or the baseline itself)."""
@@ -696,6 +747,8 @@ if __name__ == "__main__":
                         help="forecast combination against the chosen design on the simulated series (design data)")
     parser.add_argument("--backtest-study", action="store_true",
                         help="the backtest's sequential bands against the fit's band on simulated series (design data)")
+    parser.add_argument("--bayesian-study", action="store_true",
+                        help="the Bayesian forecaster ahead, its design alone or with the members (design data)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
@@ -707,6 +760,8 @@ if __name__ == "__main__":
         combination_study()
     elif args.backtest_study:
         backtest_study()
+    elif args.bayesian_study:
+        bayesian_study()
     elif args.timing:
         timing()
     elif args.gamma_study:

@@ -103,10 +103,11 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     is no smaller than the (h - 1)-step one, whereas the scores of far horizons are fewer, from fewer origins, and
     can dip by chance); this only widens a horizon's conformal band, so it keeps that band's coverage.
 
-    With ``bayesian=True`` NUTS samples the filter's hyperparameters (as :func:`forecast_series` does) and the
-    forecast averages ``num_draws`` of them: each draw's forecaster (its filter on the last
-    :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``) forecasts the future and the
-    calibration origins; the scores are then |error| / scale, with the scale the spread of the draws' forecasts
+    With ``bayesian=True`` NUTS samples the chosen design's filter hyperparameters (as :func:`forecast_series`
+    does) and that design's forecast becomes the average over ``num_draws`` of them: each draw's forecaster (its
+    filter on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``) forecasts
+    the future and the calibration origins, while the other members keep their validated filters in the average
+    over members. The scores are then |error| / scale, with the scale the spread of that average over the draws
     and their noise, so the band is wider where the draws disagree.
 
     Args:
@@ -359,9 +360,13 @@ def _fitted_fans(values, fit_end, origins, steps, name, *, lags, season, n_val, 
 
 
 def _posterior_fans(values, tuning, draws, calibration, future, steps, num_draws, num_landmarks, rank):
-    """The draws' forecasters averaged, at the calibration (fit end, origins) and the ``future`` (fit end, origins):
-    ((calibration means (C, steps, d), scales), (future means (O, steps, d), scales, clipped (O, steps))); a scale is
-    the draws' spread and their mean noise sd."""
+    """The forecaster with the chosen design's filter averaged over the posterior draws, at the calibration (fit end,
+    origins) and the ``future`` (fit end, origins): ((calibration means (C, steps, d), scales), (future means (O,
+    steps, d), scales, clipped (O, steps))).
+
+    The chosen design's forecast is the mean of its draws' forecasters; the other members of ``tuning`` keep their
+    validated filters, and the members are averaged with equal weights as in the point forecaster. A scale is the
+    spread of the average over the draws and the draws' mean noise sd."""
     (cal_fit_end, cal_origins), (fit_end, origins) = calibration, future
     total = np.asarray(draws["log_s"]).shape[0]
     chosen = np.unique(np.linspace(0, total - 1, min(num_draws, total)).round().astype(int))
@@ -375,7 +380,14 @@ def _posterior_fans(values, tuning, draws, calibration, future, steps, num_draws
         path, flags = iterated_forecasts(values, tuning, fit_end, origins, steps, **fit)
         fut.append(path)
         clipped |= flags
-    cal, fut = np.array(cal), np.array(fut)
+    share = 1 / len(tuning.members)                       # the chosen design's weight in the average
+    cal, fut = share * np.array(cal), share * np.array(fut)
+    if len(tuning.members) > 1:
+        others = tuning._replace(members=tuning.members[1:])
+        cal = cal + (1 - share) * iterated_forecasts(values[:fit_end], others, cal_fit_end, cal_origins, steps,
+                                                     rank=rank)[0]
+        path, flags = iterated_forecasts(values, others, fit_end, origins, steps, rank=rank)
+        fut, clipped = fut + (1 - share) * path, clipped | flags
     return ((cal.mean(axis=0), np.sqrt(cal.var(axis=0) + noise)),
             (fut.mean(axis=0), np.sqrt(fut.var(axis=0) + noise), clipped))
 

@@ -89,10 +89,11 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     averages the chosen design's forecaster with those of the designs validation cannot tell from it
     (``tuning.members``). With ``bayesian=True`` NUTS samples the chosen design's filter hyperparameters
     (:func:`bayeskern.models.kbf_hyper_model`, every chain started at the posterior mode that L-BFGS climbs to from
-    the validated choice) and the forecast averages one filter per draw, each built like the model's filters (on
-    the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on ``num_landmarks``); the spread of the
-    draws plus each draw's noise scale gives each step its scale. A read-out outside the training residuals' range
-    is clipped to it and flagged (``clipped``).
+    the validated choice): the chosen design's forecast becomes the average of one filter per draw, each built like
+    the model's filters (on the last :data:`~bayeskern.kbr.FORECAST_MAX_FIT` fit steps, low rank on
+    ``num_landmarks``), and the other members keep their validated filters in the average; the spread of that
+    average over the draws plus the draws' noise scale gives each step its scale. A read-out outside the training
+    residuals' range is clipped to it and flagged (``clipped``).
 
     The band is conformal. Its calibration scores are |error| / scale of the forecaster on the C steps just
     before the validation block (C = V, fewer on short series), refitted on the steps before them, so that
@@ -209,7 +210,9 @@ def _warn_clipped(clipped, kind: str) -> None:
 def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samples, num_landmarks, progress_bar,
               rank):
     """NUTS over the filter's hyperparameters for the chosen design; forecasts (T~, d), scales (T~, d) and clipped
-    flags (T~,) of the test steps, calibration scores (C, d) and diagnostics."""
+    flags (T~,) of the test steps, calibration scores (C, d) and diagnostics. The chosen design's forecast averages
+    its draws' filters; the other members keep their validated ones, and the members are averaged with equal
+    weights."""
     b, V = tuning.best, tuning.num_validation
     T, d = y_train.shape
     centre, sd = _location_scale(y_train)
@@ -219,10 +222,19 @@ def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samp
     draws = run.draws()
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
     end = T - V
-    cal_mean, cal_sd, _ = _posterior_forecasts(draws, s[:end], b.design, end - C, keys[1], refit_rank)
+    share = 1 / len(tuning.members)                       # the chosen design's weight in the average
+    cal_mean, cal_sd, _ = _posterior_forecasts(draws, s[:end], b.design, end - C, keys[1], refit_rank, share)
+    mean_s, sd_s, clipped = _posterior_forecasts(draws, s, b.design, T, keys[2], refit_rank, share)
+    mean = mean_s * sd + centre
+    if len(tuning.members) > 1:
+        others = tuning._replace(members=tuning.members[1:])
+        block = y_train[end - C: end]
+        cal_others = _forecast_path(y_train[: end - C], block, others, rank=rank)[0]
+        cal_mean = share * cal_mean + (1 - share) * (cal_others - centre) / sd
+        test_others, flags = _forecast_path(y_train, y_test, others, rank=rank)
+        mean, clipped = share * mean + (1 - share) * test_others, clipped | flags
     calibration = np.abs(s[end - C: end] - cal_mean) / cal_sd
-    mean_s, sd_s, clipped = _posterior_forecasts(draws, s, b.design, T, keys[2], refit_rank)
-    return mean_s * sd + centre, sd_s * sd, clipped, calibration, run.diagnostics
+    return mean, sd_s * sd, clipped, calibration, run.diagnostics
 
 
 def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,
@@ -285,15 +297,16 @@ def _climb(potential, x):
     return end, optax.tree.get(state, "value"), trace[0]
 
 
-def _posterior_forecasts(draws, s, design, fit_end, key, rank):
+def _posterior_forecasts(draws, s, design, fit_end, key, rank, share=1.0):
     """One-step forecasts of the standardised series s (T', d) at steps fit_end..T'-1 by the posterior's filters,
     each built on (the last FORECAST_MAX_FIT of) the steps before fit_end like the model's, as the autoregression
     of the lags plus the draws' mean read-out (each draw's read-out clipped to the training residuals' widened
     range).
 
     Returns:
-        (mean (m, d), predictive sd (m, d): the draws' spread and the mean noise variance, clipped (m,): some draw's
-        read-out was clipped at the step).
+        (mean (m, d), predictive sd (m, d): the draws' spread, times ``share`` (the chosen design's weight in an
+        average of members), and the mean noise variance, clipped (m,): some draw's read-out was clipped at the
+        step).
     """
     d = s.shape[1]
     X, Z, base, offset = _design_rows(s, design)
@@ -307,4 +320,4 @@ def _posterior_forecasts(draws, s, design, fit_end, key, rank):
     readouts = np.clip(readouts, low, high)
     noise = np.mean(np.exp(2 * np.asarray(draws["log_s"])))
     mean = base[n_fit:] + ar(X[n_fit:], n_fit) + readouts.mean(axis=0)
-    return mean, np.sqrt(readouts.var(axis=0) + noise), clipped
+    return mean, np.sqrt(share**2 * readouts.var(axis=0) + noise), clipped

@@ -331,6 +331,33 @@ def test_the_bayesian_forecaster_samples_refits_on_its_window_and_keeps_the_phas
     assert rmse(plain) < 1.5 and rmse(fc) < 1.2 * rmse(plain)
 
 
+def test_the_bayesian_one_step_forecaster_averages_the_chosen_designs_draws_with_the_other_members(monkeypatch):
+    """With three members, the Bayesian one-step forecast is the average of the chosen design's Bayesian forecast
+    (its draws' filters averaged, as when it forecasts alone) and the other two members' validated forecasts, with
+    equal weights (fixed draws given in place of the sampler's)."""
+    import types
+
+    import bayeskern.inference.forecast as forecast
+
+    y = (5.0 + nonlinear_ar(230, seed=3))[:, None]
+    tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
+    b = tuning.best
+    members = (b, b._replace(design=ForecastDesign((1,), True)), b._replace(design=ForecastDesign((1, 2), False, 4)))
+    hyper = np.log([[0.8, 1.0, 1e-3, 1e-4, 0.3], [1.3, 0.7, 1e-2, 3e-4, 0.4], [1.0, 1.5, 0.1, 1e-3, 0.5]])
+    draws = dict(zip(("log_cx", "log_cz", "log_lam", "log_eta", "log_s"), hyper.T))
+    run = types.SimpleNamespace(draws=lambda: draws, diagnostics=None)
+    monkeypatch.setattr(forecast, "_hyperparameter_posterior", lambda *args: run)
+    fits = {}
+    for name, chosen in (("all", members), ("alone", members[:1])):
+        picked = tuning._replace(members=chosen)
+        monkeypatch.setattr(forecast, "tune_forecaster", lambda *args, **kwargs: picked)
+        fits[name] = forecast_series(y[:180], y[180:], key=jax.random.key(0), bayesian=True, n_val=40)
+    others, _ = _forecast_path(y[:180], y[180:], tuning._replace(members=members[1:]))
+    np.testing.assert_allclose(fits["all"].mean, (fits["alone"].mean + 2 * others) / 3, rtol=0, atol=1e-10)
+    assert np.mean(np.abs(fits["alone"].mean - others)) > 1e-2            # the members forecast differently
+    assert np.all(fits["all"].scale < fits["alone"].scale)   # a third of the draws' spread; the same noise
+
+
 def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(monkeypatch, caplog):
     """The climb ends at a stationary point of the model's potential, lower than the start's; a climb that ends
     anywhere not finite leaves the start as it was. Start, climb and scores are one program (initialising and

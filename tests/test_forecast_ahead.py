@@ -293,7 +293,8 @@ def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv,
 def test_the_forecast_command_passes_bayesian_and_reports_the_sampler(tmp_path, monkeypatch):
     """--bayesian calls forecast_ahead(bayesian=True) with the command's seed and sampler settings, and the summary
     reports the sampler's diagnostics (a single chain has no split R-hat: null). The sampler itself is tested with
-    forecast_ahead below; here its result is the validated forecaster's with a single-chain diagnosis."""
+    forecast_ahead below; here its result is the validated forecaster's with a single-chain diagnosis and a second
+    member, whose designs the summary lists."""
     import bayeskern.inference
     from bayeskern.inference import Diagnostics
 
@@ -303,7 +304,9 @@ def test_the_forecast_command_passes_bayesian_and_reports_the_sampler(tmp_path, 
         calls.append(kwargs)
         plain = {k: v for k, v in kwargs.items() if k not in ("bayesian", "key", "num_chains", "num_warmup",
                                                                "num_samples", "progress_bar")}
-        return forecast(y, steps, **plain)._replace(mcmc=Diagnostics(float("nan"), 12.5, 9.0, 0, 10))
+        fc = forecast(y, steps, **plain)
+        members = (fc.tuning.best, fc.tuning.best._replace(design=ForecastDesign((1, 2), True)))
+        return fc._replace(mcmc=Diagnostics(float("nan"), 12.5, 9.0, 0, 10), tuning=fc.tuning._replace(members=members))
 
     monkeypatch.setattr(bayeskern.inference, "forecast_ahead", recorded)
     y = 50 + 3 * nonlinear_ar(120, seed=7)
@@ -317,7 +320,10 @@ def test_the_forecast_command_passes_bayesian_and_reports_the_sampler(tmp_path, 
     assert kwargs["season"] == 4 and np.array_equal(jax.random.key_data(kwargs["key"]),
                                                     jax.random.key_data(jax.random.key(3)))
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["forecaster"].startswith("kernel Bayes filter averaged over NUTS draws")
+    members = summary["averaged_designs"]
+    assert summary["forecaster"] == ("kernel Bayes filters of 2 designs, averaged, the first's filter averaged over "
+                                     "NUTS draws of its hyperparameters")
+    assert members == [summary["design"], "lags 1-2, differences"]
     assert (summary["max_split_rhat"], summary["min_ess_bulk"], summary["divergences"]) == (None, 12.5, 0)
 
 
@@ -339,6 +345,39 @@ def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_ho
     assert np.max(np.abs(fc.mean - plain.mean)) < 1.0   # the same design, averaged over nearby hyperparameters
     with pytest.raises(TypeError, match="key"):
         forecast_ahead(y, 4, bayesian=True)
+
+
+def test_the_bayesian_forecaster_averages_the_chosen_designs_draws_with_the_other_members():
+    """With several members the chosen design's forecast is the mean of its draws' forecasters (each built with its
+    draw's hyperparameters) and the other members forecast with their validated filters, all with equal weights;
+    the scale is the spread of that average over the draws (a third of the chosen design's here) with the mean
+    noise sd. Draws given directly, no sampler."""
+    from bayeskern.inference.ahead import _posterior_fans
+    from bayeskern.kbr import FORECAST_MAX_FIT
+
+    y = (5.0 + nonlinear_ar(230, seed=3))[:, None]
+    tuning = tune_forecaster(y[:180], lags=(1, 2), n_val=40, workers=1, **FAST)
+    b = tuning.best
+    members = (b, b._replace(design=ForecastDesign((1,), True)), b._replace(design=ForecastDesign((1, 2), False, 4)))
+    together = tuning._replace(members=members)
+    hyper = np.array([[0.8, 1.0, 1e-3, 1e-4], [1.3, 0.7, 1e-2, 3e-4], [1.0, 1.5, 0.1, 1e-3]])
+    log_s = np.log([0.3, 0.4, 0.5])
+    draws = dict(zip(("log_cx", "log_cz", "log_lam", "log_eta"), np.log(hyper).T), log_s=log_s)
+    origins, cal_origins = np.arange(180, 220), np.arange(140, 150)
+    (cal_mean, cal_scale), (mean, scale, clipped) = _posterior_fans(y, together, draws, (140, cal_origins),
+                                                                    (180, origins), 4, 3, None, "auto")
+    for fit_end, at, m, sc in ((180, origins, mean, scale), (140, cal_origins, cal_mean, cal_scale)):
+        series = y[:180] if fit_end == 140 else y
+        chosen = np.array([iterated_forecasts(series, together, fit_end, at, 4, hyper=h, max_fit=FORECAST_MAX_FIT)[0]
+                           for h in hyper])
+        others, _ = iterated_forecasts(series, together._replace(members=members[1:]), fit_end, at, 4)
+        np.testing.assert_allclose(m, (chosen.mean(axis=0) + 2 * others) / 3, rtol=0, atol=1e-10)
+        noise = np.mean(np.exp(2 * log_s)) * _location_scale(y[:180])[1] ** 2
+        np.testing.assert_allclose(sc, np.sqrt(chosen.var(axis=0) / 9 + noise), rtol=1e-10)
+        assert np.all(chosen.std(axis=0) > 1e-4)                            # the draws forecast differently
+    alone = _posterior_fans(y, together._replace(members=members[:1]), draws, (140, cal_origins), (180, origins), 4,
+                            3, None, "auto")[1]
+    assert np.all(alone[1] > scale)                     # alone, the chosen design's spread counts in full
 
 
 def test_a_backtest_starts_from_the_forecast_of_its_fit_and_sees_no_value_before_its_time():

@@ -43,13 +43,15 @@ def _run(args):
     frame.to_csv(table)
     figure = _plot(series, fc, args.history, out / "forecast.png")
     design = fc.design
-    averaged = [] if fc.mcmc is not None else [member.design.label for member in fc.tuning.members]
+    averaged = [member.design.label for member in fc.tuning.members]
+    sampled = "the first's filter averaged over NUTS draws of its hyperparameters" if fc.mcmc is not None else ""
     summary = {"title": f"{args.steps}-step forecast of {series.name!r} in {args.data}", "observations": int(
         series.shape[0]), "steps": args.steps, "level": args.level,
         "first_forecast": _label(frame.index[0]), "last_forecast": _label(frame.index[-1]),
         "forecaster": (f"{fc.fallback} (no filter beat it on validation)" if design is None else
-                       "kernel Bayes filter averaged over NUTS draws of its hyperparameters" if fc.mcmc is not None
-                       else f"kernel Bayes filters of {len(averaged)} designs, averaged" if len(averaged) > 1
+                       f"kernel Bayes filters of {len(averaged)} designs, averaged" + (f", {sampled}" if sampled else "")
+                       if len(averaged) > 1 else
+                       "kernel Bayes filter averaged over NUTS draws of its hyperparameters" if sampled
                        else "kernel Bayes filter"),
         "lags": list(design.lags) if design else None, "design": design.label if design else None,
         "averaged_designs": averaged,
