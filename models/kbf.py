@@ -10,7 +10,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from bayeskern._validation import as_points, check_count, check_positive, check_same_length
+from bayeskern._validation import as_points, check_count, check_positive, check_same_length, is_concrete
 from bayeskern.compression import ackip
 from bayeskern.kbr.features import select_landmarks
 from bayeskern.kbr.filter import KernelBayesFilter
@@ -151,13 +151,16 @@ def compress_split(split: FilterSplit, m: int, *, key, num_steps: int = 1000, la
                           Z_prev=jnp.asarray(result.x_original))
 
 
-def _normal(name, method=None):
-    loc, scale = HYPER_PRIORS[name] if method is None else HYPER_PRIORS[name][method]
+def _normal(name, priors, method=None):
+    if priors is not None and name in priors:
+        loc, scale = priors[name]
+    else:
+        loc, scale = HYPER_PRIORS[name] if method is None else HYPER_PRIORS[name][method]
     return numpyro.sample(name, dist.Normal(loc, scale))
 
 
 def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0, burn_in: int = 10,
-                    tie_transition: bool = True, smooth_truncation: float | None = 1e-3):
+                    tie_transition: bool = True, smooth_truncation: float | None = 1e-3, priors: dict | None = None):
     """NumPyro model of a kernel Bayes filter's hyperparameters (log c_x, log c_z, log lam, log eta, log s).
 
     Builds the filter on ``split``'s fit pairs (bandwidths c x fit median), runs it over the validation
@@ -175,13 +178,16 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
         tie_transition: lam' = eta; with False ``log_lam_prime`` is sampled too.
         smooth_truncation: replaces max(0, gamma) by t softplus(gamma / t) with this t for smooth NUTS gradients
             (default 1e-3); None keeps the exact truncation.
+        priors: site name -> (mean, sd) of its normal prior, replacing :data:`HYPER_PRIORS`' for those sites (e.g.
+            centred at a validated choice); pass arrays, so that a sampler compiled for one prior serves another.
 
     Sites:
         ``log_cx``, ``log_cz``, ``log_lam``, ``log_eta``, ``log_s`` (and ``log_lam_prime``), the deterministic
         filtered means ``z_val_hat`` and the observed ``z_val`` (one factor per scored validation step).
 
     Raises:
-        ValueError: for an unknown method or tau <= 0.
+        ValueError: for an unknown method, tau <= 0, or priors for sites the model does not sample or with an sd
+            that is not positive.
     """
     if method not in HYPER_PRIORS["log_lam"]:
         raise ValueError(f"method must be one of {tuple(HYPER_PRIORS['log_lam'])}, got {method!r}")
@@ -191,15 +197,32 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
     burn_in = check_count(burn_in, "burn_in", minimum=0)
     if burn_in >= split.X_val.shape[0]:
         raise ValueError(f"burn_in must be below the {split.X_val.shape[0]} validation steps, got {burn_in}")
-    log_cx, log_cz = _normal("log_cx"), _normal("log_cz")
-    log_lam, log_eta = _normal("log_lam", method), _normal("log_eta")
-    lam_prime = None if tie_transition else jnp.exp(_normal("log_lam_prime"))
-    log_s = _normal("log_s")
+    _check_priors(priors, tie_transition)
+    log_cx, log_cz = _normal("log_cx", priors), _normal("log_cz", priors)
+    log_lam, log_eta = _normal("log_lam", priors, method), _normal("log_eta", priors)
+    lam_prime = None if tie_transition else jnp.exp(_normal("log_lam_prime", priors))
+    log_s = _normal("log_s", priors)
     zhat = _validation_means(split, log_cx, log_cz, log_lam, log_eta, lam_prime, method, smooth_truncation)
     numpyro.deterministic("z_val_hat", zhat)
     scored = split.Z_val[burn_in:]
     with numpyro.handlers.scale(scale=tau), numpyro.plate("validation_step", scored.shape[0]):
         numpyro.sample("z_val", dist.Normal(zhat[burn_in:], jnp.exp(log_s)).to_event(1), obs=scored)
+
+
+def _check_priors(priors, tie_transition: bool) -> None:
+    """A ValueError naming ``priors`` for a site the model does not sample, or a (mean, sd) pair that is not one
+    with a positive sd (checked where the values are concrete)."""
+    if priors is None:
+        return
+    sites = {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"} | (set() if tie_transition else {"log_lam_prime"})
+    unknown = sorted(set(priors) - sites)
+    if unknown:
+        raise ValueError(f"priors names sites the model does not sample: {unknown} (it samples {sorted(sites)})")
+    for name, pair in priors.items():
+        if np.shape(pair) != (2,):
+            raise ValueError(f"priors[{name!r}] must be a (mean, sd) pair, got {pair!r}")
+        if is_concrete(pair[1]) and not float(pair[1]) > 0:
+            raise ValueError(f"priors[{name!r}] must have a positive sd, got {pair[1]!r}")
 
 
 @partial(jax.jit, static_argnames=("method", "smooth_truncation"))

@@ -55,6 +55,34 @@ def test_model_density_and_gradient_are_finite_and_match_the_filter(small, metho
     assert float(value) == pytest.approx(-(loglik + logprior), rel=1e-8)
 
 
+def test_priors_replace_the_default_priors_of_the_sites_they_name(small):
+    """Centred elsewhere, a site's normal prior moves the potential by the difference of the two log densities at
+    the point, and nothing else; the same compiled potential serves any centre given as arrays. Priors for sites the
+    model does not sample, or with an sd that is not positive, are refused by name."""
+    from scipy.stats import norm
+
+    from bayeskern.models.kbf import HYPER_PRIORS
+
+    _, split = small
+    z = _HYPER_POINT
+    potential = jax.jit(lambda z, priors: potential_energy(kbf_hyper_model, (split,), dict(priors=priors), z))
+    default = float(potential_energy(kbf_hyper_model, (split,), {}, z))
+    centred = {"log_lam": np.array([np.log(0.1), 1.0]), "log_cx": np.array([0.5, 0.5])}
+    moved = float(potential(z, centred))
+    change = sum(norm.logpdf(float(z[k]), *centred[k]) - norm.logpdf(float(z[k]), *(
+        HYPER_PRIORS[k]["iw"] if k == "log_lam" else HYPER_PRIORS[k])) for k in centred)
+    assert moved == pytest.approx(default - change, rel=1e-10)
+    assert abs(change) > 1.0
+    before = potential._cache_size()
+    other = {"log_lam": np.array([np.log(1e-4), 2.0]), "log_cx": np.array([0.0, 0.3])}
+    assert float(potential(z, other)) != pytest.approx(moved)
+    assert potential._cache_size() == before
+    for priors, message in (({"log_c": (0.0, 1.0)}, "does not sample"), ({"log_lam": (0.0, 0.0)}, "positive sd"),
+                            ({"log_lam": (0.0,)}, "pair"), ({"log_lam_prime": (0.0, 1.0)}, "does not sample")):
+        with pytest.raises(ValueError, match=rf"priors.*{message}"):
+            handlers.seed(kbf_hyper_model, 0)(split, priors=priors)
+
+
 def test_split_rejects_short_sequences(small):
     seq, _ = small
     with pytest.raises(ValueError, match="too short"):
