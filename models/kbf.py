@@ -186,8 +186,8 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
         filtered means ``z_val_hat`` and the observed ``z_val`` (one factor per scored validation step).
 
     Raises:
-        ValueError: for an unknown method, tau <= 0, or priors for sites the model does not sample or with an sd
-            that is not positive.
+        ValueError: for an unknown method, tau <= 0, or priors for sites the model does not sample or that are not
+            (finite mean, positive sd) pairs.
     """
     if method not in HYPER_PRIORS["log_lam"]:
         raise ValueError(f"method must be one of {tuple(HYPER_PRIORS['log_lam'])}, got {method!r}")
@@ -211,7 +211,7 @@ def kbf_hyper_model(split: FilterSplit, *, method: str = "iw", tau: float = 1.0,
 
 def _check_priors(priors, tie_transition: bool) -> None:
     """A ValueError naming ``priors`` for a site the model does not sample, or a (mean, sd) pair that is not one
-    with a positive sd (checked where the values are concrete)."""
+    with a finite mean and a positive sd (checked where the values are concrete)."""
     if priors is None:
         return
     sites = {"log_cx", "log_cz", "log_lam", "log_eta", "log_s"} | (set() if tie_transition else {"log_lam_prime"})
@@ -221,8 +221,8 @@ def _check_priors(priors, tie_transition: bool) -> None:
     for name, pair in priors.items():
         if np.shape(pair) != (2,):
             raise ValueError(f"priors[{name!r}] must be a (mean, sd) pair, got {pair!r}")
-        if is_concrete(pair[1]) and not float(pair[1]) > 0:
-            raise ValueError(f"priors[{name!r}] must have a positive sd, got {pair[1]!r}")
+        if is_concrete(pair) and not (np.isfinite(float(pair[0])) and float(pair[1]) > 0):
+            raise ValueError(f"priors[{name!r}] must have a finite mean and a positive sd, got {pair!r}")
 
 
 @partial(jax.jit, static_argnames=("method", "smooth_truncation"))

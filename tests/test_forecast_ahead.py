@@ -327,6 +327,23 @@ def test_the_forecast_command_passes_bayesian_and_reports_the_sampler(tmp_path, 
     assert (summary["max_split_rhat"], summary["min_ess_bulk"], summary["divergences"]) == (None, 12.5, 0)
 
 
+@pytest.mark.parametrize("members, sampled, words", [
+    (0, False, "persistence (no filter beat it on validation)"),
+    (1, False, "kernel Bayes filter"),
+    (3, False, "kernel Bayes filters of 3 designs, averaged"),
+    (1, True, "kernel Bayes filter averaged over NUTS draws of its hyperparameters"),
+    (3, True, "kernel Bayes filters of 3 designs, averaged, the first's filter averaged over NUTS draws of its "
+              "hyperparameters")])
+def test_the_forecast_summary_names_the_forecaster(members, sampled, words):
+    from types import SimpleNamespace
+
+    from bayeskern.cli.forecast import _forecaster
+
+    fc = SimpleNamespace(design=ForecastDesign((1,), False) if members else None, fallback="persistence",
+                         tuning=SimpleNamespace(members=(None,) * members), mcmc=object() if sampled else None)
+    assert _forecaster(fc) == words
+
+
 def test_the_bayesian_forecaster_averages_posterior_draws_and_calibrates_each_horizon(monkeypatch):
     """NUTS samples the hyperparameters; each of num_draws draws' forecasters (built with that draw's bandwidths and
     ridges, low rank on the landmarks) forecasts the calibration origins and the future; the mean averages them."""

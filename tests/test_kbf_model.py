@@ -78,6 +78,7 @@ def test_priors_replace_the_default_priors_of_the_sites_they_name(small):
     assert float(potential(z, other)) != pytest.approx(moved)
     assert potential._cache_size() == before
     for priors, message in (({"log_c": (0.0, 1.0)}, "does not sample"), ({"log_lam": (0.0, 0.0)}, "positive sd"),
+                            ({"log_s": (np.nan, 1.0)}, "finite mean"),
                             ({"log_lam": (0.0,)}, "pair"), ({"log_lam_prime": (0.0, 1.0)}, "does not sample")):
         with pytest.raises(ValueError, match=rf"priors.*{message}"):
             handlers.seed(kbf_hyper_model, 0)(split, priors=priors)

@@ -10,6 +10,18 @@ from ._io import CLIError, add_seed_and_out, check, pyplot, report, write_summar
 __all__ = ["add_parsers"]
 
 
+def _forecaster(fc) -> str:
+    """The summary's words for the forecaster of ``fc``: a baseline, one filter, or an average of designs' filters,
+    the first's averaged over NUTS draws with ``--bayesian``."""
+    if fc.design is None:
+        return f"{fc.fallback} (no filter beat it on validation)"
+    count = len(fc.tuning.members)
+    line = f"kernel Bayes filters of {count} designs, averaged" if count > 1 else "kernel Bayes filter"
+    if fc.mcmc is not None:
+        line += (", the first's filter" if count > 1 else "") + " averaged over NUTS draws of its hyperparameters"
+    return line
+
+
 def _run(args):
     import warnings
 
@@ -44,15 +56,10 @@ def _run(args):
     figure = _plot(series, fc, args.history, out / "forecast.png")
     design = fc.design
     averaged = [member.design.label for member in fc.tuning.members]
-    sampled = "the first's filter averaged over NUTS draws of its hyperparameters" if fc.mcmc is not None else ""
     summary = {"title": f"{args.steps}-step forecast of {series.name!r} in {args.data}", "observations": int(
         series.shape[0]), "steps": args.steps, "level": args.level,
         "first_forecast": _label(frame.index[0]), "last_forecast": _label(frame.index[-1]),
-        "forecaster": (f"{fc.fallback} (no filter beat it on validation)" if design is None else
-                       f"kernel Bayes filters of {len(averaged)} designs, averaged" + (f", {sampled}" if sampled else "")
-                       if len(averaged) > 1 else
-                       "kernel Bayes filter averaged over NUTS draws of its hyperparameters" if sampled
-                       else "kernel Bayes filter"),
+        "forecaster": _forecaster(fc),
         "lags": list(design.lags) if design else None, "design": design.label if design else None,
         "averaged_designs": averaged,
         "validation_steps": int(fc.tuning.num_validation),
