@@ -622,7 +622,6 @@ def bayesian_study(seeds=3, steps=12):
     horizons, the ratios to the point forecaster, and their geometric means."""
     from bayeskern.inference.ahead import _FORECAST_DEFAULTS, _fitted_fans, _posterior_fans
     from bayeskern.inference.forecast import _hyperparameter_posterior
-    from bayeskern.kbr.multistep import iterated_forecasts
 
     bk.enable_x64()
     warnings.simplefilter("ignore")
@@ -643,13 +642,9 @@ def bayesian_study(seeds=3, steps=12):
                     run = _hyperparameter_posterior(y[:fit_end], tuning, jax.random.key(0), 2, 200, 200, (20, 20),
                                                     False)
                     probe = (fit_end, np.array([fit_end]))          # (the calibration forecasts are not scored)
-                    alone = tuning._replace(members=tuning.members[:1])
-                    score["alone"] = _posterior_fans(y, alone, run.draws(), probe, (fit_end, origins), steps, 40,
-                                                     (20, 20), "auto")[1][0][:, :, 0]
-                    m = len(tuning.members)
-                    others = (iterated_forecasts(y, tuning._replace(members=tuning.members[1:]), fit_end, origins,
-                                                 steps)[0][:, :, 0] if m > 1 else 0.0)
-                    score["members"] = (score["alone"] + (m - 1) * others) / m
+                    for label, members in (("alone", tuning.members[:1]), ("members", tuning.members)):
+                        score[label] = _posterior_fans(y, tuning._replace(members=members), run.draws(), probe,
+                                                       (fit_end, origins), steps, 40, (20, 20), "auto")[1][0][:, :, 0]
                 err = {k: np.sqrt(np.mean((v - truth) ** 2, axis=0)).mean() for k, v in score.items()}
                 line = ", ".join(f"{k} {v:.4f}" for k, v in err.items())
                 for k in ratios:

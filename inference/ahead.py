@@ -16,7 +16,7 @@ from bayeskern.kbr.filter import ReadoutWarning
 from bayeskern.kbr.multistep import iterated_forecasts
 
 from .diagnostics import Diagnostics
-from .forecast import CalibrationWarning, _hyperparameter_posterior, _sampled, _warn_clipped
+from .forecast import CalibrationWarning, _hyperparameter_posterior, _other_members, _sampled, _warn_clipped
 
 __all__ = ["ForecastAhead", "forecast_ahead", "Backtest", "backtest"]
 
@@ -380,10 +380,9 @@ def _posterior_fans(values, tuning, draws, calibration, future, steps, num_draws
         path, flags = iterated_forecasts(values, tuning, fit_end, origins, steps, **fit)
         fut.append(path)
         clipped |= flags
-    share = 1 / len(tuning.members)                       # the chosen design's weight in the average
+    share, others = _other_members(tuning)
     cal, fut = share * np.array(cal), share * np.array(fut)
-    if len(tuning.members) > 1:
-        others = tuning._replace(members=tuning.members[1:])
+    if others is not None:
         cal = cal + (1 - share) * iterated_forecasts(values[:fit_end], others, cal_fit_end, cal_origins, steps,
                                                      rank=rank)[0]
         path, flags = iterated_forecasts(values, others, fit_end, origins, steps, rank=rank)

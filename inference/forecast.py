@@ -222,12 +222,11 @@ def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samp
     draws = run.draws()
     refit_rank = rank if num_landmarks is None else int(np.max(num_landmarks))
     end = T - V
-    share = 1 / len(tuning.members)                       # the chosen design's weight in the average
+    share, others = _other_members(tuning)
     cal_mean, cal_sd, _ = _posterior_forecasts(draws, s[:end], b.design, end - C, keys[1], refit_rank, share)
     mean_s, sd_s, clipped = _posterior_forecasts(draws, s, b.design, T, keys[2], refit_rank, share)
     mean = mean_s * sd + centre
-    if len(tuning.members) > 1:
-        others = tuning._replace(members=tuning.members[1:])
+    if others is not None:
         block = y_train[end - C: end]
         cal_others = _forecast_path(y_train[: end - C], block, others, rank=rank)[0]
         cal_mean = share * cal_mean + (1 - share) * (cal_others - centre) / sd
@@ -235,6 +234,13 @@ def _bayesian(y_train, y_test, tuning, C, keys, num_chains, num_warmup, num_samp
         mean, clipped = share * mean + (1 - share) * test_others, clipped | flags
     calibration = np.abs(s[end - C: end] - cal_mean) / cal_sd
     return mean, sd_s * sd, clipped, calibration, run.diagnostics
+
+
+def _other_members(tuning):
+    """(1 / M, the chosen design's weight in the average of the M members; the tuning of the other members, or None
+    when the chosen design is the only one): the Bayesian forecaster samples the chosen design's filter alone."""
+    count = len(tuning.members)
+    return 1 / count, (tuning._replace(members=tuning.members[1:]) if count > 1 else None)
 
 
 def _hyperparameter_posterior(y_train, tuning, key, num_chains, num_warmup, num_samples, num_landmarks,

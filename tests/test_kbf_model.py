@@ -58,7 +58,7 @@ def test_model_density_and_gradient_are_finite_and_match_the_filter(small, metho
 def test_priors_replace_the_default_priors_of_the_sites_they_name(small):
     """Centred elsewhere, a site's normal prior moves the potential by the difference of the two log densities at
     the point, and nothing else; the same compiled potential serves any centre given as arrays. Priors for sites the
-    model does not sample, or with an sd that is not positive, are refused by name."""
+    model does not sample, or that are not (finite mean, positive sd) pairs, are refused by name."""
     from scipy.stats import norm
 
     from bayeskern.models.kbf import HYPER_PRIORS
