@@ -10,7 +10,7 @@ import numpy as np
 from bayeskern._config import require_x64
 from bayeskern._validation import check_count, check_key
 from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series,
-                                    _calibration_size, _check_tuning_arguments, _conformal_quantile, _location_scale,
+                                    _calibration, _check_tuning_arguments, _conformal_quantile, _location_scale,
                                     _MIN_FIT_STEPS, _validation_size, conformal_band, tune_forecaster)
 from bayeskern.kbr.filter import ReadoutWarning
 from bayeskern.kbr.multistep import iterated_forecasts
@@ -333,11 +333,12 @@ def _fitted_fans(values, fit_end, origins, steps, name, *, lags, season, n_val, 
     V = _validation_size(fit_end, n_val, name, reserve=steps)
     tuning = tune_forecaster(fit, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
     bayesian = _sampled(tuning, bayesian, stacklevel=4)         # the user's call of forecast_ahead or backtest
-    C = _calibration_size(fit_end, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps))
+    tuning, C = _calibration(fit_end, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=max(V, 2 * steps), needed=steps)
     if C < steps:
         chosen = tuning.fallback if tuning.best is None else tuning.best.design.label
         raise ValueError(f"{name} of {fit_end} steps leaves {C} calibration steps for {chosen}: too few for bands "
-                         f"{steps} steps ahead; ask for at most {max(C, 1)} steps or pass a longer series")
+                         f"{steps} steps ahead; ask for at most {max(C, 1)} steps, pass a smaller n_val (the "
+                         f"validation block holds {V} steps) or a longer series")
     end = fit_end - V                                 # calibration origins end-C .. end-1, errors inside the block
     cal_origins = np.arange(end - C, end)
     mcmc = None

@@ -16,7 +16,7 @@ from bayeskern._config import require_x64
 from bayeskern._validation import check_key
 from bayeskern.optim import optax_scan
 from bayeskern.kbr.filter import ReadoutWarning, TuningWarning, _widened_range
-from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration_size,
+from bayeskern.kbr.forecast import (FORECAST_MAX_FIT, ForecastDesign, ForecastTuning, _as_series, _calibration,
                                     _check_tuning_arguments, _design_rows, _location_scale, _residual_latents,
                                     _standardised, _validation_size, conformal_band, tune_forecaster)
 from bayeskern.kbr.multistep import _calibration_errors, _forecast_path
@@ -156,7 +156,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     T = y_train.shape[0]
     V = _validation_size(T, n_val, "y_train", reserve=_MIN_CALIBRATION)
     tuning = tune_forecaster(y_train, n_val=V, lags=lags, season=season, rank=rank, workers=workers)
-    C = _calibration_size(T, tuning, min_fit=_MIN_CALIBRATION_FIT)
+    tuning, C = _calibration(T, tuning, min_fit=_MIN_CALIBRATION_FIT)
     if _sampled(tuning, bayesian):
         keys = jax.random.split(key, 3)
         mean, scale, clipped, calibration, diagnostics = _bayesian(

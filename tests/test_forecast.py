@@ -597,7 +597,7 @@ def test_the_calibration_filter_keeps_enough_rows_for_the_longest_admissible_lag
     """54 training steps, V = 20, lags 1-10 in differences (offset 11, the most the tuning admits): the calibration
     block shrinks so that its filter keeps the rows eta's leave-one-out needs."""
     from bayeskern.inference.forecast import _MIN_CALIBRATION_FIT
-    from bayeskern.kbr.forecast import Candidate, ForecastDesign, _calibration_size
+    from bayeskern.kbr.forecast import Candidate, ForecastDesign, _calibration
     from bayeskern.kbr.multistep import _calibration_errors
 
     rng = np.random.default_rng(0)
@@ -605,7 +605,7 @@ def test_the_calibration_filter_keeps_enough_rows_for_the_longest_admissible_lag
     tuning = tune_forecaster(y, lags=(1,), n_val=20, **FAST)
     longest = Candidate(ForecastDesign(tuple(range(1, 11)), True), 1.0, 1e-3, 1e-3, 0.1, True)
     tuning = tuning._replace(best=longest, members=(longest,))
-    C = _calibration_size(54, tuning, min_fit=_MIN_CALIBRATION_FIT)
-    assert C == 54 - 20 - 11 - 12 == 11
+    tuning, C = _calibration(54, tuning, min_fit=_MIN_CALIBRATION_FIT)
+    assert C == 54 - 20 - 11 - 12 == 11 and tuning.members == (longest,)
     errors = _calibration_errors(y, tuning, C)
     assert errors.shape == (11, 1) and np.all(np.isfinite(errors))

@@ -479,6 +479,27 @@ def test_too_few_calibration_steps_for_the_horizon_are_refused_by_name():
         forecast_ahead(y, 30, lags=(1, 2, 3, 4, 5, 6, 7, 8), n_val=20, workers=1)
 
 
+def test_a_member_of_longer_reach_does_not_cost_a_short_series_its_bands(monkeypatch):
+    """60 steps, 6 ahead, V = 20, 23 fit rows before the calibration block: the chosen design (lag 1, levels) leaves
+    60 - 20 - 1 - 23 = 16 calibration steps, a member with lags 1-2 in differences (reach 3) 14 and one with lags
+    1-12 in differences (reach 13) only 4, too few for 6 horizons (before, the whole forecast was refused). That
+    member leaves the average, the other stays, and the calibration block has the 14 steps both can give."""
+    import bayeskern.inference.ahead as ahead
+    from bayeskern.kbr.forecast import _calibration
+
+    y = 5.0 + nonlinear_ar(60, seed=4)
+    tuning = tune_forecaster(y, lags=(1,), n_val=20, workers=1, **FAST)
+    best = tuning.best
+    near, far = (best._replace(design=ForecastDesign(lags, True)) for lags in ((1, 2), tuple(range(1, 13))))
+    tuning = tuning._replace(members=(best, far, near))
+    kept, C = _calibration(60, tuning, min_fit=23, wanted=20, needed=6)
+    assert C == 14 and kept.members == (best, near)
+    assert _calibration(60, tuning, min_fit=23, wanted=20) == (tuning, 4)   # each leaves a step
+    monkeypatch.setattr(ahead, "tune_forecaster", lambda *args, **kwargs: tuning)
+    fc = forecast_ahead(y, 6, lags=(1,), n_val=20, workers=1)
+    assert fc.tuning.members == (best, near) and np.all(np.isfinite(fc.band)) and fc.calibration_counts[0] == 14
+
+
 def test_constant_and_exactly_periodic_series_are_forecast_exactly_with_zero_width_bands():
     """Lag vectors that are one point have no distance scale (the filter takes the standardised unit): a constant
     series is forecast by persistence, a strictly periodic one exactly by its autoregression, each with a band of

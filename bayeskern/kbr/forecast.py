@@ -809,10 +809,18 @@ def _conformal_quantile(sorted_scores, alpha: float, level: float):
 _NORMAL = statistics.NormalDist()
 
 
-def _calibration_size(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None) -> int:
-    """C, the calibration steps before the validation block: ``wanted`` (default as many as the validation steps),
-    fewer when a member design would keep fewer than ``min_fit`` fit rows before them (0 when the series has no
-    room)."""
-    offset = 1 if tuning.best is None else max(member.design.offset for member in tuning.members)
+def _calibration(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None, needed: int = 1) -> tuple:
+    """(tuning, C): the tuning without the members (other than the chosen one) whose reach would leave fewer than
+    ``needed`` calibration steps before the validation block with ``min_fit`` fit rows before them (on a short
+    series one long-reaching member would otherwise leave every member too few), and C, the calibration steps:
+    ``wanted`` (default as many as the validation steps), fewer when a remaining member keeps fewer than ``min_fit``
+    fit rows before them (0 when the series has no room)."""
     wanted = tuning.num_validation if wanted is None else wanted
-    return max(0, min(wanted, T - tuning.num_validation - offset - min_fit))
+
+    def room(offset: int) -> int:
+        return T - tuning.num_validation - offset - min_fit
+
+    if tuning.best is None:
+        return tuning, max(0, min(wanted, room(1)))
+    members = tuple(m for m in tuning.members if m == tuning.best or room(m.design.offset) >= needed)
+    return tuning._replace(members=members), max(0, min(wanted, *(room(m.design.offset) for m in members)))

@@ -146,7 +146,7 @@ def _calibration_errors(y_train, tuning: ForecastTuning, size: int, *, rank="aut
     Args:
         y_train: (T, d) training series.
         tuning: the :func:`tune_forecaster` result on y_train.
-        size: C (:func:`_calibration_size`), >= 1.
+        size: C (:func:`~bayeskern.kbr.forecast._calibration`), >= 1.
         rank: the filters' rank.
 
     Returns:
