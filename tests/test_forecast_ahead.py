@@ -270,6 +270,23 @@ def test_the_forecast_command_reads_day_first_dates_when_month_first_is_irregula
     assert list(pd.read_csv(tmp_path / "o" / "forecast.csv")["month"]) == ["2008-05-01", "2008-06-01"]
 
 
+@pytest.mark.parametrize("sep, decimal", [(";", "."), (";", ",")])
+def test_the_forecast_command_reads_semicolons_and_dates_newest_first(tmp_path, capsys, sep, decimal):
+    """A semicolon-separated export (with decimal points or commas) whose rows run newest first reads as the same
+    series, oldest first, at its monthly frequency; the command says how it read the file."""
+    from bayeskern.cli.forecast import _read_series
+
+    dates = pd.date_range("2000-01-01", periods=30, freq="MS")
+    y = np.round(50 + 3 * nonlinear_ar(30, seed=6), 3)
+    pd.DataFrame({"month": dates.strftime("%Y-%m-%d"), "visitors": y})[::-1].to_csv(
+        tmp_path / "d.csv", index=False, sep=sep, decimal=decimal)
+    series = _read_series(str(tmp_path / "d.csv"), "visitors", None)
+    err = capsys.readouterr().err
+    assert "semicolon-separated" in err and "decrease; read the rows oldest first" in err
+    assert series.index.equals(pd.DatetimeIndex(dates, freq="MS", name="month"))
+    np.testing.assert_array_equal(series.to_numpy(), y)
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--column", "nope"], "no column 'nope'"),
     (["--column", "month"], "does not hold numbers"),

@@ -148,14 +148,20 @@ def _finite(value):
 
 
 def _read_series(path: str, column, date):
-    """The column of a CSV file as a pandas Series, indexed by its date column (given, or the first column whose
-    every entry reads as a date) at the frequency pandas infers, else by row number."""
+    """The column of a CSV file (comma-separated, or semicolon-separated with decimal points or commas) as a pandas
+    Series, indexed by its date column (given, or the first column whose every entry reads as a date) at the
+    frequency pandas infers, else by row number; rows whose dates decrease (newest first) are read oldest first."""
     import pandas as pd
 
     if not Path(path).is_file():
         raise CLIError(f"DATA: no such file: {path}")
     try:
         table = pd.read_csv(path)
+        if table.shape[1] == 1 and ";" in str(table.columns[0]):    # the semicolons of a decimal-comma locale
+            table = pd.read_csv(path, sep=";")
+            if not any(pd.api.types.is_numeric_dtype(table[c]) for c in table.columns):
+                table = pd.read_csv(path, sep=";", decimal=",")
+            report(f"DATA: read {path} as semicolon-separated")
     except (ValueError, OSError) as e:
         raise CLIError(f"DATA: cannot read {path} as CSV ({str(e).splitlines()[0]})") from None
     numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
@@ -175,6 +181,10 @@ def _read_series(path: str, column, date):
     if date is None:
         return pd.Series(values.to_numpy(float), name=column)
     month_first = pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed"), name=date)
+    if len(month_first) > 1 and month_first.is_monotonic_decreasing and month_first.is_unique:
+        report(f"--date: the dates in {date!r} decrease; read the rows oldest first")
+        table, month_first = table.iloc[::-1].reset_index(drop=True), month_first[::-1]
+        values = table[column]
     index = _regular(month_first)
     if index is None:        # 03/04/2000 reads month first; day first may be the regular reading
         index = _regular(pd.DatetimeIndex(pd.to_datetime(table[date], format="mixed", dayfirst=True), name=date))
