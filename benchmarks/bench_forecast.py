@@ -562,6 +562,30 @@ def timing():
         print(f"forecast_series  {name:<24} {time.perf_counter() - t0:5.1f} s", flush=True)
 
 
+def _design_series(groups, seeds, steps):
+    """The simulated design series of the studies (never the real panel), panel by panel in the order of
+    ``groups`` ("linear": ``linear_panel``, 240 fit steps and 60 held out; "400-step": ``synthetic_panel``, 400 /
+    100; "seasonal 150-step": ``seasonal_panel``, 150 / 50; "changing noise": ``changing_noise_panel``, 400 / 100),
+    seeds 0..seeds-1: yields (group, name, seed, season or None, y (T,), fit_end, origins (every held-out origin
+    that leaves ``steps`` values), truth (O, steps))."""
+    panels = {"linear": (linear_panel, 300, 60), "400-step": (synthetic_panel, 500, 100),
+              "seasonal 150-step": (seasonal_panel, 200, 50), "changing noise": (changing_noise_panel, 500, 100)}
+    for group in groups:
+        panel_of, T, holdout = panels[group]
+        for seed in range(seeds):
+            for name, series in panel_of(seed=seed).items():
+                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
+                fit_end = T - holdout
+                origins = np.arange(fit_end, T - steps + 1)
+                truth = np.stack([y[o: o + steps] for o in origins])
+                yield group, name, seed, DESIGN_SEASONS.get(name), y, fit_end, origins, truth
+
+
+DESIGN_SEASONS = {"seasonal ARIMA": 12, "seasonal tanh": 12, "airline": 12, "monthly profile + AR(1)": 12,
+                  "quarterly tanh + trend": 4, "wandering season": 12}
+"""The seasonal periods of the simulated design series that have one."""
+
+
 def combination_study(seeds=3, steps=12):
     """The design data of the forecast combination: ``forecast_ahead`` on ``synthetic_panel`` (fitted on 400 steps,
     last 100 held out) and ``seasonal_panel`` (150 / 50), seeds 0..seeds-1; from every held-out origin the forecasts
@@ -571,21 +595,14 @@ def combination_study(seeds=3, steps=12):
 
     bk.enable_x64()
     ratios = {}
-    for panel_of, T, holdout in ((synthetic_panel, 500, 100), (seasonal_panel, 200, 50)):
-        for seed in range(seeds):
-            for name, series in panel_of(seed=seed).items():
-                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
-                fit_end = T - holdout
-                origins = np.arange(fit_end, T - steps + 1)
-                run, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
-                alone, _ = iterated_forecasts(y[:, None], run.tuning._replace(members=run.tuning.members[:1]),
-                                              fit_end, origins, steps)
-                truth = np.stack([y[o: o + steps] for o in origins])
-                both = [np.sqrt(np.mean((p - truth) ** 2, axis=0)).mean() for p in (paths, alone[:, :, 0])]
-                ratios[f"{name} seed {seed}"] = both[0] / both[1]
-                print(f"{name:<28} seed {seed}  {len(run.tuning.members)} members; mean RMSE over horizons: chosen "
-                      f"design {both[1]:.4f}, average {both[0]:.4f} ({both[0] / both[1]:.3f}); {seconds:.0f} s",
-                      flush=True)
+    for _, name, seed, _, y, fit_end, origins, truth in _design_series(("400-step", "seasonal 150-step"), seeds, steps):
+        run, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
+        alone, _ = iterated_forecasts(y[:, None], run.tuning._replace(members=run.tuning.members[:1]), fit_end,
+                                      origins, steps)
+        both = [np.sqrt(np.mean((p - truth) ** 2, axis=0)).mean() for p in (paths, alone[:, :, 0])]
+        ratios[f"{name} seed {seed}"] = both[0] / both[1]
+        print(f"{name:<28} seed {seed}  {len(run.tuning.members)} members; mean RMSE over horizons: chosen design "
+              f"{both[1]:.4f}, average {both[0]:.4f} ({both[0] / both[1]:.3f}); {seconds:.0f} s", flush=True)
     r = np.array(list(ratios.values()))
     print(f"geometric mean of the ratios {np.exp(np.mean(np.log(r))):.3f}; better {np.sum(r < 0.999)}, worse "
           f"{np.sum(r > 1.001)}, largest {r.max():.3f}")
@@ -618,27 +635,23 @@ def backtest_study(seeds=3, steps=12, level=0.9):
     bk.enable_x64()
     warnings.simplefilter("ignore")
     variants, groups, widths = {"fixed": [], "gamma 0": [], "gamma 0.02": []}, [], {"gamma 0": [], "gamma 0.02": []}
-    for group, panel_of, T, holdout in (("400-step", synthetic_panel, 500, 100),
-                                         ("seasonal 150-step", seasonal_panel, 200, 50),
-                                         ("changing noise", changing_noise_panel, 500, 100)):
-        for seed in range(seeds):
-            for name, series in panel_of(seed=seed).items():
-                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
-                t0 = time.perf_counter()
-                plain, adaptive = (backtest(y, steps, start=T - holdout, gamma=gamma) for gamma in (0.0, 0.02))
-                fixed_half = plain.band[1, 0] - plain.mean[0]
-                fixed = np.mean(np.abs(plain.truth - plain.mean) <= fixed_half, axis=0)[:, 0]
-                for key, cover in (("fixed", fixed), ("gamma 0", plain.coverage()[:, 0]),
-                                   ("gamma 0.02", adaptive.coverage()[:, 0])):
-                    variants[key].append(cover)
-                for key, run in (("gamma 0", plain), ("gamma 0.02", adaptive)):
-                    half = (run.band[1] - run.mean)[:, :, 0]
-                    widths[key].append(np.exp(np.mean(np.log(half / fixed_half[None, :, 0]))))
-                groups.append(group)
-                print(f"{name:<28} seed {seed}  coverage h = 1 / 6 / 12, fixed {fixed[0]:.2f} / {fixed[5]:.2f} / "
-                      f"{fixed[11]:.2f}, gamma 0.02 {variants['gamma 0.02'][-1][0]:.2f} / "
-                      f"{variants['gamma 0.02'][-1][5]:.2f} / {variants['gamma 0.02'][-1][11]:.2f}; "
-                      f"{time.perf_counter() - t0:.0f} s", flush=True)
+    for group, name, seed, _, y, fit_end, _, _ in _design_series(("400-step", "seasonal 150-step", "changing noise"),
+                                                                  seeds, steps):
+        t0 = time.perf_counter()
+        plain, adaptive = (backtest(y, steps, start=fit_end, gamma=gamma) for gamma in (0.0, 0.02))
+        fixed_half = plain.band[1, 0] - plain.mean[0]
+        fixed = np.mean(np.abs(plain.truth - plain.mean) <= fixed_half, axis=0)[:, 0]
+        for key, cover in (("fixed", fixed), ("gamma 0", plain.coverage()[:, 0]),
+                           ("gamma 0.02", adaptive.coverage()[:, 0])):
+            variants[key].append(cover)
+        for key, run in (("gamma 0", plain), ("gamma 0.02", adaptive)):
+            half = (run.band[1] - run.mean)[:, :, 0]
+            widths[key].append(np.exp(np.mean(np.log(half / fixed_half[None, :, 0]))))
+        groups.append(group)
+        print(f"{name:<28} seed {seed}  coverage h = 1 / 6 / 12, fixed {fixed[0]:.2f} / {fixed[5]:.2f} / "
+              f"{fixed[11]:.2f}, gamma 0.02 {variants['gamma 0.02'][-1][0]:.2f} / "
+              f"{variants['gamma 0.02'][-1][5]:.2f} / {variants['gamma 0.02'][-1][11]:.2f}; "
+              f"{time.perf_counter() - t0:.0f} s", flush=True)
     groups = np.array(groups)
     error = {key: np.abs(np.array(cover) - level).mean(axis=1) for key, cover in variants.items()}   # per series
     for key, cover in variants.items():
@@ -685,32 +698,20 @@ def anchors_study(seeds=3, steps=12, groups=("linear", "400-step", "seasonal 150
     within 1.05 of it."""
     bk.enable_x64()
     warnings.simplefilter("ignore")
-    seasons = {"seasonal ARIMA": 12, "seasonal tanh": 12, "airline": 12, "monthly profile + AR(1)": 12,
-               "quarterly tanh + trend": 4, "wandering season": 12}
-    counts = {}
-    for group, panel_of, T, holdout in (("linear", linear_panel, 300, 60), ("400-step", synthetic_panel, 500, 100),
-                                         ("seasonal 150-step", seasonal_panel, 200, 50),
-                                         ("changing noise", changing_noise_panel, 500, 100)):
-        if group not in groups:
-            continue
-        ratios = []
-        for seed in range(seeds):
-            for name, series in panel_of(seed=seed).items():
-                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T]
-                fit_end = T - holdout
-                origins = np.arange(fit_end, T - steps + 1)
-                _, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
-                fans, orders = _baseline_fans(y, fit_end, origins, seasons.get(name), steps)
-                truth = np.stack([y[o: o + steps] for o in origins])
-                rmse = {m: np.sqrt(np.mean((mean - truth) ** 2, axis=0)) for m, (mean, _) in fans.items()}
-                rmse["KBF"] = np.sqrt(np.mean((paths - truth) ** 2, axis=0))
-                best = min(rmse[m].mean() for m in ANCHORS)
-                ratios.append(_ratios(rmse)[1])
-                print(f"{group:<18} {name:<26} seed {seed}  mean RMSE over horizons / best anchor: "
-                      + ", ".join(f"{m} {rmse[m].mean() / best:.3f}" for m in ("KBF", *ANCHORS))
-                      + f"; h = 1: KBF {_ratios(rmse)[0]:.3f}; {orders}; {seconds:.0f} s", flush=True)
-        counts[group] = np.array(ratios)
+    counts = {group: [] for group in groups}
+    for group, name, seed, season, y, fit_end, origins, truth in _design_series(groups, seeds, steps):
+        _, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
+        fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
+        rmse = {m: np.sqrt(np.mean((mean - truth) ** 2, axis=0)) for m, (mean, _) in fans.items()}
+        rmse["KBF"] = np.sqrt(np.mean((paths - truth) ** 2, axis=0))
+        best = min(rmse[m].mean() for m in ANCHORS)
+        h1, averaged, _ = _ratios(rmse)
+        counts[group].append(averaged)
+        print(f"{group:<18} {name:<26} seed {seed}  mean RMSE over horizons / best anchor: "
+              + ", ".join(f"{m} {rmse[m].mean() / best:.3f}" for m in ("KBF", *ANCHORS))
+              + f"; h = 1: KBF {h1:.3f}; {orders}; {seconds:.0f} s", flush=True)
     for group, r in counts.items():
+        r = np.array(r)
         print(f"{group}: KBF within 1.05 of the best anchor averaged over horizons on {np.sum(r <= 1.05)} of "
               f"{r.size}; geometric mean of the ratios {np.exp(np.mean(np.log(r))):.3f}, largest {r.max():.3f}")
 
@@ -729,32 +730,27 @@ def bayesian_study(seeds=3, steps=12):
     warnings.simplefilter("ignore")
     options = dict(_FORECAST_DEFAULTS)
     ratios = {"alone": [], "members": []}
-    for panel_of, T, holdout in ((synthetic_panel, 500, 100), (seasonal_panel, 200, 50)):
-        for seed in range(seeds):
-            for name, series in panel_of(seed=seed).items():
-                y = np.asarray(series[0] if isinstance(series, tuple) else series, float)[:T, None]
-                fit_end = T - holdout
-                origins = np.arange(fit_end, T - steps + 1)
-                t0 = time.perf_counter()
-                point = _fitted_fans(y, fit_end, origins, steps, "y", **options)
-                tuning = point.tuning
-                truth = np.stack([y[o: o + steps, 0] for o in origins])
-                score = {"point": point.mean[:, :, 0]}
-                if tuning.best is not None:
-                    run = _hyperparameter_posterior(y[:fit_end], tuning, jax.random.key(0), 2, 200, 200, (20, 20),
-                                                    False)
-                    probe = (fit_end, np.array([fit_end]))          # (the calibration forecasts are not scored)
-                    for label, members in (("alone", tuning.members[:1]), ("members", tuning.members)):
-                        score[label] = _posterior_fans(y, tuning._replace(members=members), run.draws(), probe,
-                                                       (fit_end, origins), steps, 40, (20, 20), "auto")[1][0][:, :, 0]
-                err = {k: np.sqrt(np.mean((v - truth) ** 2, axis=0)).mean() for k, v in score.items()}
-                line = ", ".join(f"{k} {v:.4f}" for k, v in err.items())
-                for k in ratios:
-                    if k in err:
-                        ratios[k].append(err[k] / err["point"])
-                rhat = "" if tuning.best is None else f"; R-hat {run.diagnostics.max_rhat:.2f}"
-                print(f"{name:<28} seed {seed}  {len(tuning.members)} members; mean RMSE over horizons: {line}"
-                      f"{rhat}; {time.perf_counter() - t0:.0f} s", flush=True)
+    for _, name, seed, _, y, fit_end, origins, truth in _design_series(("400-step", "seasonal 150-step"), seeds, steps):
+        y = y[:, None]
+        t0 = time.perf_counter()
+        point = _fitted_fans(y, fit_end, origins, steps, "y", **options)
+        tuning = point.tuning
+        score = {"point": point.mean[:, :, 0]}
+        if tuning.best is not None:
+            run = _hyperparameter_posterior(y[:fit_end], tuning, jax.random.key(0), 2, 200, 200, (20, 20),
+                                            False)
+            probe = (fit_end, np.array([fit_end]))          # (the calibration forecasts are not scored)
+            for label, members in (("alone", tuning.members[:1]), ("members", tuning.members)):
+                score[label] = _posterior_fans(y, tuning._replace(members=members), run.draws(), probe,
+                                               (fit_end, origins), steps, 40, (20, 20), "auto")[1][0][:, :, 0]
+        err = {k: np.sqrt(np.mean((v - truth) ** 2, axis=0)).mean() for k, v in score.items()}
+        line = ", ".join(f"{k} {v:.4f}" for k, v in err.items())
+        for k in ratios:
+            if k in err:
+                ratios[k].append(err[k] / err["point"])
+        rhat = "" if tuning.best is None else f"; R-hat {run.diagnostics.max_rhat:.2f}"
+        print(f"{name:<28} seed {seed}  {len(tuning.members)} members; mean RMSE over horizons: {line}"
+              f"{rhat}; {time.perf_counter() - t0:.0f} s", flush=True)
     for k, r in ratios.items():
         r = np.array(r)
         print(f"{k:<8} against the point forecaster: geometric mean {np.exp(np.mean(np.log(r))):.3f}, better "

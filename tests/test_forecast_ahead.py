@@ -502,16 +502,16 @@ def test_a_member_of_longer_reach_does_not_cost_a_short_series_its_bands(monkeyp
     1-12 in differences (reach 13) only 4, too few for 6 horizons (before, the whole forecast was refused). That
     member leaves the average, the other stays, and the calibration block has the 14 steps both can give."""
     import bayeskern.inference.ahead as ahead
-    from bayeskern.kbr.forecast import _calibration
+    from bayeskern.kbr.forecast import _MIN_FIT_STEPS, _calibration
 
     y = 5.0 + nonlinear_ar(60, seed=4)
     tuning = tune_forecaster(y, lags=(1,), n_val=20, workers=1, **FAST)
     best = tuning.best
     near, far = (best._replace(design=ForecastDesign(lags, True)) for lags in ((1, 2), tuple(range(1, 13))))
     tuning = tuning._replace(members=(best, far, near))
-    kept, C = _calibration(60, tuning, min_fit=23, wanted=20, needed=6)
+    kept, C = _calibration(60, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=20, needed=6)
     assert C == 14 and kept.members == (best, near)
-    assert _calibration(60, tuning, min_fit=23, wanted=20) == (tuning, 4)   # each leaves a step
+    assert _calibration(60, tuning, min_fit=_MIN_FIT_STEPS - 1, wanted=20) == (tuning, 4)   # each leaves a step
     monkeypatch.setattr(ahead, "tune_forecaster", lambda *args, **kwargs: tuning)
     fc = forecast_ahead(y, 6, lags=(1,), n_val=20, workers=1)
     assert fc.tuning.members == (best, near) and np.all(np.isfinite(fc.band)) and fc.calibration_counts[0] == 14
