@@ -19,6 +19,7 @@ from .filter import (ETA_GRID, KernelBayesFilter, OutOfRangeWarning, ReadoutWarn
                      _widened_range)
 
 __all__ = ["ForecastDesign", "Candidate", "ForecastTuning", "ConformalBand", "lag_design", "seasonal_period",
+           "dickey_fuller_t",
            "tune_forecaster", "conformal_band", "FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT",
            "FORECAST_MAX_MEMBERS"]
 
@@ -174,9 +175,11 @@ def lag_design(u, lags):
 
 def seasonal_period(y, max_period: int) -> int | None:
     """The seasonal period of a series: the lag s in [4, max_period] with the largest autocorrelation of the first
-    differences, when that autocorrelation is a local peak above 2 / sqrt(T) (the 95 % white-noise band); or the
-    shortest divisor p >= 4 of s whose autocorrelation is such a peak too, within 2 / sqrt(T) of s's (a multiple
-    of a period is a period: noise can lift the peak at 24 of a monthly season above the one at 12).
+    differences, when that autocorrelation is a local peak above z / sqrt(T), z the white-noise quantile of level
+    1 - 0.025 / m for the m lags searched (Bonferroni: the largest of m autocorrelations of white noise exceeds the
+    one-lag band 2 / sqrt(T) more often than not when m is ~50); or the shortest divisor p >= 4 of s whose
+    autocorrelation is a local peak above 2 / sqrt(T), within 2 / sqrt(T) of s's (a multiple of a period is a
+    period: noise can lift the peak at 24 of a monthly season above the one at 12).
 
     Args:
         y: (T,) or (T, d) series (the coordinates' autocorrelations are averaged).
@@ -201,17 +204,63 @@ def seasonal_period(y, max_period: int) -> int | None:
     denom = np.where(denom > 0, denom, 1.0)
     acf = np.array([np.mean(np.sum(u[s:] * u[:-s], axis=0) / denom) for s in range(1, max_period + 2)])
     band = 2 / math.sqrt(T)
+    largest_band = statistics.NormalDist().inv_cdf(1 - 0.025 / (max_period - 3)) / math.sqrt(T)
 
-    def significant_peak(s):
-        return acf[s - 1] >= acf[s - 2] and acf[s - 1] >= acf[s] and acf[s - 1] > band
+    def peak(s, threshold):
+        return acf[s - 1] >= acf[s - 2] and acf[s - 1] >= acf[s] and acf[s - 1] > threshold
 
     s = int(np.argmax(acf[3:max_period])) + 4  # acf[k] is lag k + 1
-    if not significant_peak(s):
+    if not peak(s, largest_band):
         return None
     # a multiple of a period is a period too: the highest peak may sit at 2 s (monthly temperatures: 24), so the
     # shortest divisor of it whose peak is as high, within the white-noise band, is the period
     divisors = [s // k for k in range(s // 4, 1, -1) if s % k == 0]
-    return next((p for p in divisors if significant_peak(p) and acf[p - 1] >= acf[s - 1] - band), s)
+    return next((p for p in divisors if peak(p, band) and acf[p - 1] >= acf[s - 1] - band), s)
+
+
+_ADF_CRITICAL = -2.86
+"""The asymptotic 5 % critical value of the Dickey-Fuller t statistic with a constant and no trend (Fuller 1976,
+table 8.5.2; MacKinnon 1996)."""
+
+
+def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
+    """The augmented Dickey-Fuller statistic (Said & Dickey 1984) of each coordinate: the t statistic of rho in the
+    least-squares regression dy_t = a + rho y_{t-1} + sum_j b_j dy_{t-j} + e_t, j = 1..``lagged_differences``. A
+    value below -2.86 rejects a unit root at the 5 % level (asymptotic critical value, constant and no trend).
+
+    Args:
+        y: (T,) or (T, d) series, T > 2 ``lagged_differences`` + 4.
+        lagged_differences: the lagged differences in the regression.
+
+    Returns:
+        (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant).
+
+    Raises:
+        TypeError: for values that are not real numbers.
+        ValueError: for non-finite values or a series too short for the regression.
+    """
+    y = _as_series(y, "y")
+    k = check_count(lagged_differences, "lagged_differences", minimum=0)
+    dy = np.diff(y, axis=0)
+    n = dy.shape[0] - k
+    if n < k + 4:
+        raise ValueError(f"y of {y.shape[0]} steps is too short for a Dickey-Fuller regression with {k} lagged "
+                         f"differences")
+    stats = np.full(y.shape[1], np.nan)
+    for i in range(y.shape[1]):
+        # Frisch-Waugh: rho from the residuals of the lagged level and of dy_t on the other regressors
+        others = np.column_stack([np.ones(n)] + [dy[k - j: dy.shape[0] - j, i] for j in range(1, k + 1)])
+        level, change = y[k: k + n, i], dy[k:, i]
+        r_level = level - others @ np.linalg.lstsq(others, level, rcond=None)[0]
+        r_change = change - others @ np.linalg.lstsq(others, change, rcond=None)[0]
+        ss = r_level @ r_level
+        if ss <= 1e-12 * max(level @ level, 1.0):
+            continue
+        rho = (r_level @ r_change) / ss
+        resid = r_change - rho * r_level
+        sigma2 = resid @ resid / (n - k - 2)
+        stats[i] = rho / math.sqrt(sigma2 / ss) if sigma2 > 0 else -np.inf
+    return stats
 
 
 def _aic_order(y, max_order: int) -> int:
@@ -452,10 +501,12 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         n_val: V (at most T // 2); default min(200, max(20, T // 5)).
         lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
             a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
-            Each lag set is validated on levels and on first differences (with a season, with one intercept per
-            phase of the season, seasonal dummies, where they lower the AIC of the design's autoregression on the
-            fit steps), and with a season also on seasonal differences y_t - y_{t-s} and on both
-            (:class:`ForecastDesign`).
+            Without a season the automatic lag sets are validated on levels where an augmented Dickey-Fuller test
+            on the fit steps rejects a unit root at 5 % (:func:`dickey_fuller_t` below -2.86), else on first
+            differences. With a season, and with explicit lags, each lag set is validated on levels and on first
+            differences (with a season, with one intercept per phase of the season, seasonal dummies, where they
+            lower the AIC of the design's autoregression on the fit steps), and with a season also on seasonal
+            differences y_t - y_{t-s} and on both (:class:`ForecastDesign`).
         season: seasonal period of the automatic lag sets and the seasonal differences; default
             :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
         max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
@@ -692,7 +743,10 @@ def _designs(y_fit, lags, season, max_lag):
         lag_sets = _candidate_lags(season, max_order, max_lag, _aic_order(_standardised(y_fit, y_fit), max_order))
     else:
         lag_sets = [_check_lags(lags)]
-    designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in (False, True)]
+    transforms = (False, True)
+    if isinstance(lags, str) and season is None:
+        transforms = _unit_root_transforms(_standardised(y_fit, y_fit))
+    designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in transforms]
     if season is None:
         return designs
     # with a season, levels and first differences carry one intercept per phase where the AIC of their
@@ -703,6 +757,21 @@ def _designs(y_fit, lags, season, max_lag):
                for design in designs]
     return designs + [ForecastDesign(lag_set, difference, season) for lag_set in lag_sets
                       for difference in (False, True)]
+
+
+def _unit_root_transforms(s_fit) -> tuple:
+    """The transforms of the automatic designs without a season: (False,) (levels) where an augmented Dickey-Fuller
+    test on the standardised fit steps (T, d) rejects a unit root at 5 % in every coordinate, (True,) (first
+    differences) where it rejects in none, both otherwise (mixed, constant coordinates, too few steps).
+    Validation cannot tell levels from differences one step ahead; many steps ahead they part."""
+    if s_fit.shape[0] < 12:
+        return (False, True)
+    stats = dickey_fuller_t(s_fit)
+    if np.all(stats < _ADF_CRITICAL):
+        return (False,)
+    if np.all(stats >= _ADF_CRITICAL):
+        return (True,)
+    return (False, True)
 
 
 class ConformalBand(NamedTuple):
