@@ -82,7 +82,7 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
     """One-step-ahead forecasts of ``y_test`` from ``y_train`` by a kernel Bayes filter, with a calibrated band.
 
     The series is standardised on ``y_train``; the lags (seasonal ones included), levels, first or seasonal
-    differences (without a season, levels or first differences by a Dickey-Fuller test) and the filter's
+    differences (without a season, levels alone where a Dickey-Fuller test rejects a unit root) and the filter's
     hyperparameters are chosen on the last V validation steps of ``y_train``
     (:func:`bayeskern.kbr.tune_forecaster`: the filter models what a least-squares autoregression on the lags
     leaves over, and a candidate that does not beat persistence and the training mean on validation is never

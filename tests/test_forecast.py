@@ -94,12 +94,12 @@ def test_dickey_fuller_t_is_the_t_statistic_of_the_lagged_level():
         kbr.dickey_fuller_t(walk[:8])
 
 
-def test_automatic_designs_take_levels_or_differences_by_a_unit_root_test():
-    """Without a season the automatic designs are levels where a Dickey-Fuller test rejects a unit root and first
-    differences where it does not; explicit lags, or a season, validate both."""
+def test_automatic_designs_drop_differences_where_a_unit_root_test_rejects_one():
+    """Without a season the automatic designs are levels alone where a Dickey-Fuller test rejects a unit root, levels
+    and first differences where it does not; explicit lags, or a season, validate both."""
     rng = np.random.default_rng(6)
     walk, stationary = np.cumsum(rng.standard_normal(200))[:, None], ar1(200, seed=7, a=0.5)[:, None]
-    assert {d.difference for d in _designs(walk, "auto", None, None)} == {True}
+    assert {d.difference for d in _designs(walk, "auto", None, None)} == {False, True}
     assert {d.difference for d in _designs(stationary, "auto", None, None)} == {False}
     assert {d.difference for d in _designs(np.hstack([walk, stationary]), "auto", None, None)} == {False, True}
     assert {d.difference for d in _designs(walk, (1, 2), None, None)} == {False, True}

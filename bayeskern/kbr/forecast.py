@@ -501,12 +501,12 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
         n_val: V (at most T // 2); default min(200, max(20, T // 5)).
         lags: ``"auto"``: (1..p) for p in 1, 2, 4, 8 and the AIC order of a least-squares autoregression, and with
             a season s also (1, 2, s) and (1, 2, s - 1, s, s + 1); or one explicit lag set, e.g. ``(1, 2, 12)``.
-            Without a season the automatic lag sets are validated on levels where an augmented Dickey-Fuller test
-            on the fit steps rejects a unit root at 5 % (:func:`dickey_fuller_t` below -2.86), else on first
-            differences. With a season, and with explicit lags, each lag set is validated on levels and on first
-            differences (with a season, with one intercept per phase of the season, seasonal dummies, where they
-            lower the AIC of the design's autoregression on the fit steps), and with a season also on seasonal
-            differences y_t - y_{t-s} and on both (:class:`ForecastDesign`).
+            Each lag set is validated on levels and on first differences (with a season, with one intercept per
+            phase of the season, seasonal dummies, where they lower the AIC of the design's autoregression on the
+            fit steps), and with a season also on seasonal differences y_t - y_{t-s} and on both
+            (:class:`ForecastDesign`); but the automatic lag sets of a series without a season on levels only
+            where an augmented Dickey-Fuller test on the fit steps rejects a unit root at 5 %
+            (:func:`dickey_fuller_t` below -2.86).
         season: seasonal period of the automatic lag sets and the seasonal differences; default
             :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
         max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
@@ -760,18 +760,13 @@ def _designs(y_fit, lags, season, max_lag):
 
 
 def _unit_root_transforms(s_fit) -> tuple:
-    """The transforms of the automatic designs without a season: (False,) (levels) where an augmented Dickey-Fuller
-    test on the standardised fit steps (T, d) rejects a unit root at 5 % in every coordinate, (True,) (first
-    differences) where it rejects in none, both otherwise (mixed, constant coordinates, too few steps).
-    Validation cannot tell levels from differences one step ahead; many steps ahead they part."""
+    """The transforms of the automatic designs without a season: levels alone, (False,), where an augmented
+    Dickey-Fuller test on the standardised fit steps (T, d) rejects a unit root at 5 % in every coordinate; else
+    levels and first differences, (False, True). Not rejecting is no evidence of a unit root (the test has little
+    power near one on a short series), so both stay; validation one step ahead cannot tell them apart there."""
     if s_fit.shape[0] < 12:
         return (False, True)
-    stats = dickey_fuller_t(s_fit)
-    if np.all(stats < _ADF_CRITICAL):
-        return (False,)
-    if np.all(stats >= _ADF_CRITICAL):
-        return (True,)
-    return (False, True)
+    return (False,) if np.all(dickey_fuller_t(s_fit) < _ADF_CRITICAL) else (False, True)
 
 
 class ConformalBand(NamedTuple):
