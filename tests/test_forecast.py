@@ -12,7 +12,8 @@ import pytest
 from bayeskern import kbr
 from bayeskern.inference import CalibrationWarning, forecast_series
 from bayeskern.kbr.forecast import (ForecastDesign, ForecastTuning, _aic_order, _design_rows, _designs,
-                                    _standardised, conformal_band, lag_design, seasonal_period, tune_forecaster)
+                                    _phase_means_p_value, _standardised, conformal_band, lag_design, seasonal_period,
+                                    tune_forecaster)
 from bayeskern.kbr.multistep import _forecast_path
 
 FAST = dict(c_grid=(1.0,), lam_grid=(1e-3, 1.0), eta_grid=(1e-3,))
@@ -61,6 +62,26 @@ def test_seasonal_period_finds_a_monthly_season_and_none_in_noise():
     assert seasonal_period(seasonal, 40) == 12
     assert seasonal_period(rng.standard_normal(240), 40) is None
     assert seasonal_period(seasonal[:10], 40) is None  # too short for any period >= 4
+
+
+def test_seasonal_period_of_a_sinusoid_under_autocorrelated_noise():
+    """A sinusoidal season's autocorrelation is a flat-topped cosine: noise moves its highest peak to 11, 13, 23, 25
+    or 36 (on about half of these series), where the F test of the phase means still finds 12. A random profile
+    that repeats every 12 steps is found as well; the F test is checked against its definition."""
+    rng, t = np.random.default_rng(8), np.arange(192)
+    found = {"sinusoid": 0, "profile": 0}
+    for _ in range(50):
+        noise = ar1(192, seed=int(rng.integers(1 << 30)), a=0.7)
+        found["sinusoid"] += seasonal_period(2 * np.sin(2 * np.pi * t / 12) + noise, 48) == 12
+        found["profile"] += seasonal_period(np.tile(rng.normal(0, 1.5, 12), 16) + noise, 48) == 12
+    assert found["sinusoid"] >= 45 and found["profile"] >= 48
+    u = rng.standard_normal((60, 2))
+    u -= u.mean(axis=0)
+    groups = [u[np.arange(60) % 5 == k] for k in range(5)]
+    between = sum(g.shape[0] * np.sum(g.mean(axis=0) ** 2) for g in groups)
+    F = (between / 8) / ((np.sum(u**2) - between) / 110)
+    from scipy import stats
+    assert _phase_means_p_value(u, 5) == pytest.approx(stats.f.sf(F, 8, 110), rel=1e-9)
 
 
 def test_seasonal_period_rarely_finds_a_season_in_noise():

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from scipy import special
 
 from .._config import require_x64
 from .._validation import as_finite_array, check_count, check_positive
@@ -174,12 +175,17 @@ def lag_design(u, lags):
 
 
 def seasonal_period(y, max_period: int) -> int | None:
-    """The seasonal period of a series: the lag s in [4, max_period] with the largest autocorrelation of the first
-    differences, when that autocorrelation is a local peak above z / sqrt(T), z the white-noise quantile of level
-    1 - 0.025 / m for the m lags searched (Bonferroni: the largest of m autocorrelations of white noise exceeds the
-    one-lag band 2 / sqrt(T) more often than not when m is ~50); or the shortest divisor p >= 4 of s whose
-    autocorrelation is a local peak above 2 / sqrt(T), within 2 / sqrt(T) of s's (a multiple of a period is a
-    period: noise can lift the peak at 24 of a monthly season above the one at 12).
+    """The seasonal period of a series, read off its first differences u in two steps.
+
+    Whether there is a season: the largest autocorrelation of u at the m lags in [4, max_period] must be a local
+    peak above z / sqrt(T), z the white-noise quantile of level 1 - 0.025 / m (Bonferroni: the largest of ~50
+    white-noise autocorrelations passes the one-lag band 2 / sqrt(T) in most series).
+    Which period: the p in [4, max_period] whose phase means (one mean of u per phase t mod p) explain most, by the
+    p-value of their F test against one mean, when it is below 0.05 / m. A sinusoidal season has a flat-topped
+    autocorrelation whose highest peak noise moves to s +- 1 or a multiple, and a peak at 2 s can outgrow the one at
+    s; the F test does not reward a multiple (its extra phase means add degrees of freedom, not fit) and sees every
+    harmonic of the profile at once. When no period passes it, the lag of that largest autocorrelation, or its
+    shortest divisor p >= 4 whose autocorrelation is a local peak above 2 / sqrt(T) within 2 / sqrt(T) of it.
 
     Args:
         y: (T,) or (T, d) series (the coordinates' autocorrelations are averaged).
@@ -212,10 +218,27 @@ def seasonal_period(y, max_period: int) -> int | None:
     s = int(np.argmax(acf[3:max_period])) + 4  # acf[k] is lag k + 1
     if not peak(s, largest_band):
         return None
+    p_value, p = min((_phase_means_p_value(u, p), p) for p in range(4, max_period + 1))
+    if p_value < 0.05 / (max_period - 3):
+        return p
     # a multiple of a period is a period too: the highest peak may sit at 2 s (monthly temperatures: 24), so the
     # shortest divisor of it whose peak is as high, within the white-noise band, is the period
     divisors = [s // k for k in range(s // 4, 1, -1) if s % k == 0]
     return next((p for p in divisors if peak(p, band) and acf[p - 1] >= acf[s - 1] - band), s)
+
+
+def _phase_means_p_value(u, p: int) -> float:
+    """The p-value of the F test of one mean per phase t mod p of the centred series u (T, d) against one mean,
+    the coordinates pooled: (between / (d (p - 1))) / (within / (d (T - p)))."""
+    T, d = u.shape
+    phase = np.arange(T) % p
+    counts = np.bincount(phase, minlength=p)
+    means = np.stack([np.bincount(phase, u[:, i], minlength=p) for i in range(d)], axis=1) / counts[:, None]
+    between = float(np.sum(counts[:, None] * means**2))
+    within = float(np.sum(u**2)) - between
+    if within <= 0:
+        return 0.0 if between > 0 else 1.0
+    return float(special.fdtrc(d * (p - 1), d * (T - p), (between / (p - 1)) / (within / (T - p))))
 
 
 _ADF_CRITICAL = -2.86
