@@ -42,8 +42,8 @@ from .weights import (
 )
 
 __all__ = ["FORECAST_C_GRID", "FORECAST_LAMBDA_GRID", "FORECAST_MAX_FIT", "FORECAST_MAX_MEMBERS", "RANGE_MARGIN",
-           "TuningWarning", "Candidate", "ConformalBand", "ForecastDesign", "ForecastTuning", "conformal_band", "dickey_fuller_t", "lag_design",
-           "seasonal_period", "tune_forecaster",
+           "TuningWarning", "Candidate", "ConformalBand", "ForecastDesign", "ForecastTuning", "conformal_band",
+           "dickey_fuller_t", "lag_design", "seasonal_period", "tune_forecaster",
            "EXACT_MAX_T", "MAX_AUTO_RANK", "TRACE_ERROR_SHARE", "Factored", "filter_landmarks", "landmark_ridges", "FeatureKernel", "MLPFeatures", "NystromFeatures", "RandomFourierFeatures", "adaptive_feature_loss",
            "fit_feature_network", "init_mlp", "nystrom_features", "random_fourier_features", "select_landmarks", "train_features", "data", "ekf_filter", "kalman_filter", "jdl_regression", "ETA_GRID", "LAMBDA_GRIDS", "LOO_MAX_T", "KernelBayesFilter", "OutOfRangeWarning", "ReadoutWarning", "FilterState", "TuneResult",
            "tune_feature_filter", "IMAGE_HIDDEN", "ImageFeatures", "init_image_mlp", "train_image_features", "CNN_CHANNELS", "ConvFeatures",
