@@ -256,7 +256,8 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
         lagged_differences: the lagged differences in the regression.
 
     Returns:
-        (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant).
+        (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant),
+        or that the regression fits exactly with rho = 0; +-inf for an exact fit with rho != 0.
 
     Raises:
         TypeError: for values that are not real numbers.
@@ -282,7 +283,10 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
         rho = (r_level @ r_change) / ss
         resid = r_change - rho * r_level
         sigma2 = resid @ resid / (n - k - 2)
-        stats[i] = rho / math.sqrt(sigma2 / ss) if sigma2 > 0 else -np.inf
+        if sigma2 > 0:
+            stats[i] = rho / math.sqrt(sigma2 / ss)
+        elif rho != 0:  # an exact fit: the sign of rho says which way the test goes
+            stats[i] = math.copysign(math.inf, rho)
     return stats
 
 
