@@ -111,6 +111,9 @@ def test_dickey_fuller_t_is_the_t_statistic_of_the_lagged_level():
             assert kbr.dickey_fuller_t(y, lagged_differences=k)[0] == pytest.approx(expected, rel=1e-9)
     stats = kbr.dickey_fuller_t(np.column_stack([walk, stationary, np.full(200, 2.0)]))
     assert stats[0] > -2.86 and stats[1] < -2.86 and np.isnan(stats[2])
+    # near-exact fits: mean reversion far below the critical value, explosive growth far above it
+    assert kbr.dickey_fuller_t(2 + 0.5 ** np.arange(30.0), lagged_differences=0)[0] < -1e6
+    assert kbr.dickey_fuller_t(1.1 ** np.arange(30.0), lagged_differences=0)[0] > 1e6
     with pytest.raises(ValueError, match="too short"):
         kbr.dickey_fuller_t(walk[:8])
 

@@ -257,7 +257,7 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
 
     Returns:
         (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant),
-        or that the regression fits exactly with rho = 0; +-inf for an exact fit with rho != 0.
+        or that the regression fits exactly.
 
     Raises:
         TypeError: for values that are not real numbers.
@@ -283,10 +283,8 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
         rho = (r_level @ r_change) / ss
         resid = r_change - rho * r_level
         sigma2 = resid @ resid / (n - k - 2)
-        if sigma2 > 0:
+        if sigma2 > 0:  # an exact fit has no t statistic
             stats[i] = rho / math.sqrt(sigma2 / ss)
-        elif rho != 0:  # an exact fit: the sign of rho says which way the test goes
-            stats[i] = math.copysign(math.inf, rho)
     return stats
 
 
