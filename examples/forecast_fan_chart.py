@@ -1,7 +1,7 @@
 """Forecasting the future with a fan chart: monthly CO2 at Mauna Loa (the data set shipped inside statsmodels).
 
 ``bayeskern.inference.forecast_ahead`` forecasts the next 24 months of the series from a pandas Series with
-monthly dates: the validated kernel Bayes forecaster (the seasonal lags are found in the autocorrelation) runs its
+monthly dates: the validated kernel Bayes forecaster (the season is detected and offered as seasonal lags) runs its
 autoregression on its own forecasts and carries the filter forward by its transition, and each horizon gets a
 90 % conformal band from the errors of held-out forecast origins at that horizon. Beside it, the fan chart of
 statsmodels' ETS model (additive error, damped additive trend, additive season of 12 months) fitted on the same

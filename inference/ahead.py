@@ -116,8 +116,8 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         steps: the number of future steps, >= 1.
         level: the band's coverage target at each horizon, in (0, 1).
         lags: ``"auto"`` or an explicit lag set such as ``(1, 2, 12)``.
-        season: seasonal period of the automatic lags and of the seasonal differences; default from the
-            autocorrelation of the differences.
+        season: seasonal period of the automatic lags and of the seasonal differences; default
+            :func:`bayeskern.kbr.seasonal_period` of the fit steps.
         n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).
         bayesian: average over NUTS draws of the filter's hyperparameters.
         key: PRNG key (needed when ``bayesian``).

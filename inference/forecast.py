@@ -110,8 +110,8 @@ def forecast_series(y_train, y_test, *, key=None, level: float = 0.9, lags="auto
         lags: ``"auto"`` or an explicit lag set such as ``(1, 2, 12)``.
         bayesian: average over NUTS draws of the chosen design's hyperparameters (else the validated designs'
             forecasters, the default: on the benchmark panel the NUTS average is slower and no more accurate).
-        season: seasonal period of the automatic lags and of the seasonal differences; default from the
-            autocorrelation of the differences.
+        season: seasonal period of the automatic lags and of the seasonal differences; default
+            :func:`bayeskern.kbr.seasonal_period` of the fit steps.
         n_val: validation steps V (at most T // 2); default min(200, max(20, T // 5)).
         gamma: adaptation step of the conformal band (0: plain sequential split conformal; 0.05 keeps the
             coverage within 0.01 of 0.9 when the errors grow by half or double after calibration, on test spans

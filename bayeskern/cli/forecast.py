@@ -285,7 +285,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--validation", type=int, default=None,
                    help="validation steps (default min(200, max(20, T/5)))")
     p.add_argument("--season", type=int, default=None,
-                   help="seasonal period, e.g. 12 for monthly data (default: from the autocorrelation)")
+                   help="seasonal period, e.g. 12 for monthly data (default: detected, kbr.seasonal_period)")
     p.add_argument("--history", type=int, default=120, help="observed steps shown in the fan chart (default 120)")
     p.add_argument("--bayesian", action="store_true",
                    help="average the forecasts over NUTS draws of the filter's hyperparameters (slower)")
