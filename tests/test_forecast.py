@@ -8,6 +8,7 @@ import threading
 import jax
 import numpy as np
 import pytest
+import scipy.stats
 
 from bayeskern import kbr
 from bayeskern.inference import CalibrationWarning, forecast_series
@@ -80,8 +81,7 @@ def test_seasonal_period_of_a_sinusoid_under_autocorrelated_noise():
     groups = [u[np.arange(60) % 5 == k] for k in range(5)]
     between = sum(g.shape[0] * np.sum(g.mean(axis=0) ** 2) for g in groups)
     F = (between / 8) / ((np.sum(u**2) - between) / 110)
-    from scipy import stats
-    assert _phase_means_p_value(u, 5) == pytest.approx(stats.f.sf(F, 8, 110), rel=1e-9)
+    assert _phase_means_p_value(u, 5) == pytest.approx(scipy.stats.f.sf(F, 8, 110), rel=1e-9)
 
 
 def test_seasonal_period_rarely_finds_a_season_in_noise():
