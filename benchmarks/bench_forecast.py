@@ -423,7 +423,12 @@ def _chosen(tuning) -> str:
 
 def _rmse(rec, methods) -> dict:
     """{method: (steps,) RMSE per horizon over the origins of one series' record}."""
-    return {m: np.sqrt(np.mean(np.square(rec["errors"][m]), axis=0)) for m in methods}
+    return {m: _horizon_rmse(rec["errors"][m]) for m in methods}
+
+
+def _horizon_rmse(errors) -> np.ndarray:
+    """(steps,) the RMSE per horizon of (origins, steps) forecast errors."""
+    return np.sqrt(np.mean(np.square(errors), axis=0))
 
 
 def _ratios(rmse, method="KBF", others=ANCHORS) -> tuple:
@@ -535,7 +540,7 @@ def seasonal_study(seeds=3, steps=12, holdout=50):
             run, seconds, paths, _, half = _kbf_fans(y, fit_end, origins, steps)
             err = np.stack([y[o: o + steps] for o in origins]) - paths
             cover = np.mean(np.abs(err) <= half, axis=0)                  # the band of the fit
-            rmse = np.sqrt(np.mean(err**2, axis=0))
+            rmse = _horizon_rmse(err)
             totals.setdefault(name, []).append(rmse.mean())
             print(f"{name:<26} seed {seed}  {_chosen(run.tuning):<52} RMSE h=1 "
                   f"{rmse[0]:.4f}, mean over h {rmse.mean():.4f}; coverage h=1/6/12 {cover[0]:.2f}/{cover[5]:.2f}/"
@@ -599,7 +604,7 @@ def combination_study(seeds=3, steps=12):
         run, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
         alone, _ = iterated_forecasts(y[:, None], run.tuning._replace(members=run.tuning.members[:1]), fit_end,
                                       origins, steps)
-        both = [np.sqrt(np.mean((p - truth) ** 2, axis=0)).mean() for p in (paths, alone[:, :, 0])]
+        both = [_horizon_rmse(p - truth).mean() for p in (paths, alone[:, :, 0])]
         ratios[f"{name} seed {seed}"] = both[0] / both[1]
         print(f"{name:<28} seed {seed}  {len(run.tuning.members)} members; mean RMSE over horizons: chosen design "
               f"{both[1]:.4f}, average {both[0]:.4f} ({both[0] / both[1]:.3f}); {seconds:.0f} s", flush=True)
@@ -692,18 +697,17 @@ def anchors_study(seeds=3, steps=12, groups=("linear", "400-step", "seasonal 150
     """The forecaster against AR, SARIMAX and ETS on design data, in the protocol of --horizons (every method fitted
     once before the held-out part, forecasts 1..``steps`` ahead from each of its origins): ``linear_panel`` (fitted on
     240 steps, the last 60 held out), ``synthetic_panel`` (400 / 100), ``seasonal_panel`` (150 / 50) and
-    ``changing_noise_panel`` (400 / 100), seeds
-    0..seeds-1 (the panels named in ``groups``). Prints, per series, each method's mean RMSE over horizons against the
-    best of AR, SARIMAX and ETS (the method with the smallest), then per panel how many series the forecaster has
-    within 1.05 of it."""
+    ``changing_noise_panel`` (400 / 100), seeds 0..seeds-1 (the panels named in ``groups``). Prints, per series,
+    each method's mean RMSE over horizons against the best of AR, SARIMAX and ETS (the method with the smallest),
+    then per panel how many series the forecaster has within 1.05 of it."""
     bk.enable_x64()
     warnings.simplefilter("ignore")
     counts = {group: [] for group in groups}
     for group, name, seed, season, y, fit_end, origins, truth in _design_series(groups, seeds, steps):
         _, seconds, paths, _, _ = _kbf_fans(y, fit_end, origins, steps)
         fans, orders = _baseline_fans(y, fit_end, origins, season, steps)
-        rmse = {m: np.sqrt(np.mean((mean - truth) ** 2, axis=0)) for m, (mean, _) in fans.items()}
-        rmse["KBF"] = np.sqrt(np.mean((paths - truth) ** 2, axis=0))
+        rmse = {m: _horizon_rmse(mean - truth) for m, (mean, _) in fans.items()}
+        rmse["KBF"] = _horizon_rmse(paths - truth)
         best = min(rmse[m].mean() for m in ANCHORS)
         h1, averaged, _ = _ratios(rmse)
         counts[group].append(averaged)
@@ -743,7 +747,7 @@ def bayesian_study(seeds=3, steps=12):
             for label, members in (("alone", tuning.members[:1]), ("members", tuning.members)):
                 score[label] = _posterior_fans(y, tuning._replace(members=members), run.draws(), probe,
                                                (fit_end, origins), steps, 40, (20, 20), "auto")[1][0][:, :, 0]
-        err = {k: np.sqrt(np.mean((v - truth) ** 2, axis=0)).mean() for k, v in score.items()}
+        err = {k: _horizon_rmse(v - truth).mean() for k, v in score.items()}
         line = ", ".join(f"{k} {v:.4f}" for k, v in err.items())
         for k in ratios:
             if k in err:

@@ -231,7 +231,7 @@ def _phase_means_p_value(u, p: int) -> float:
     """The p-value of the F test of one mean per phase t mod p of the centred series u (T, d) against one mean,
     the coordinates pooled: (between / (d (p - 1))) / (within / (d (T - p)))."""
     T, d = u.shape
-    phase = np.arange(T) % p
+    phase = _phases(p, 0, T)
     counts = np.bincount(phase, minlength=p)
     means = np.stack([np.bincount(phase, u[:, i], minlength=p) for i in range(d)], axis=1) / counts[:, None]
     between = float(np.sum(counts[:, None] * means**2))
@@ -789,8 +789,6 @@ def _unit_root_transforms(s_fit) -> tuple:
     Dickey-Fuller test on the standardised fit steps (T, d) rejects a unit root at 5 % in every coordinate; else
     levels and first differences, (False, True). Not rejecting is no evidence of a unit root (the test has little
     power near one on a short series), so both stay; validation one step ahead cannot tell them apart there."""
-    if s_fit.shape[0] < 12:
-        return (False, True)
     return (False,) if np.all(dickey_fuller_t(s_fit) < _ADF_CRITICAL) else (False, True)
 
 
@@ -898,7 +896,8 @@ def _conformal_quantile(sorted_scores, alpha: float, level: float):
 _NORMAL = statistics.NormalDist()
 
 
-def _calibration(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None, needed: int = 1) -> tuple:
+def _calibration(T: int, tuning: ForecastTuning, *, min_fit: int, wanted: int | None = None,
+                 needed: int = 1) -> tuple:
     """(tuning, C): the tuning without the members (other than the chosen one) whose reach would leave fewer than
     ``needed`` calibration steps before the validation block with ``min_fit`` fit rows before them (on a short
     series one long-reaching member would otherwise leave every member too few), and C, the calibration steps:
