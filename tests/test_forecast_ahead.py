@@ -307,6 +307,18 @@ def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv,
     assert len(err) == 1 and message in err[0]
 
 
+@pytest.mark.parametrize("dates, message", [
+    (["2000-01-01", "2000-02-01", "2000-02-01", "2000-03-01"], "row 3, 2000-02-01, repeats the date before it"),
+    (["2000-01-01", "2000-03-01", "2000-02-01", "2000-04-01"],
+     "row 3, 2000-02-01, is earlier than the date before it, 2000-03-01"),
+])
+def test_the_forecast_command_names_the_first_date_out_of_order(tmp_path, dates, message, capsys):
+    pd.DataFrame({"month": dates, "visitors": [1.0, 2.0, 3.0, 4.0]}).to_csv(tmp_path / "d.csv", index=False)
+    assert main(["forecast", str(tmp_path / "d.csv"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--date: the dates in 'month' must increase: " + message in err[0]
+
+
 def test_the_forecast_command_passes_bayesian_and_reports_the_sampler(tmp_path, monkeypatch):
     """--bayesian calls forecast_ahead(bayesian=True) with the command's seed and sampler settings, and the summary
     reports the sampler's diagnostics (a single chain has no split R-hat: null). The sampler itself is tested with

@@ -193,8 +193,12 @@ def _read_series(path: str, column, date):
             report(f"--date: read the dates in {date!r} day first ({table[date].iloc[i]} is "
                    f"{index[i].strftime('%Y-%m-%d')})")
     if index is None:
-        check(month_first.is_monotonic_increasing and month_first.is_unique,
-              f"--date: the dates in {date!r} must increase")
+        unordered = np.flatnonzero(np.diff(month_first.to_numpy()) <= np.timedelta64(0))
+        if unordered.size:
+            i, dates = int(unordered[0]) + 1, table[date]
+            where = "repeats the date before it" if month_first[i] == month_first[i - 1] else \
+                f"is earlier than the date before it, {dates.iloc[i - 1]}"
+            raise CLIError(f"--date: the dates in {date!r} must increase: row {i + 1}, {dates.iloc[i]}, {where}")
         raise CLIError(f"--date: the dates in {date!r} have no regular frequency (gaps or irregular steps)")
     return pd.Series(values.to_numpy(float), index=index, name=column)
 
