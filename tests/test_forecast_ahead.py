@@ -308,9 +308,9 @@ def test_the_forecast_command_explains_bad_arguments_in_one_line(tmp_path, argv,
 
 
 @pytest.mark.parametrize("dates, message", [
-    (["2000-01-01", "2000-02-01", "2000-02-01", "2000-03-01"], "row 3, 2000-02-01, repeats the date before it"),
+    (["2000-01-01", "2000-02-01", "2000-02-01", "2000-03-01"], "data row 3, 2000-02-01, repeats the date before it"),
     (["2000-01-01", "2000-03-01", "2000-02-01", "2000-04-01"],
-     "row 3, 2000-02-01, is earlier than the date before it, 2000-03-01"),
+     "data row 3, 2000-02-01, is earlier than the date before it, 2000-03-01"),
 ])
 def test_the_forecast_command_names_the_first_date_out_of_order(tmp_path, dates, message, capsys):
     pd.DataFrame({"month": dates, "visitors": [1.0, 2.0, 3.0, 4.0]}).to_csv(tmp_path / "d.csv", index=False)

@@ -198,7 +198,7 @@ def _read_series(path: str, column, date):
             i, dates = int(unordered[0]) + 1, table[date]
             where = "repeats the date before it" if month_first[i] == month_first[i - 1] else \
                 f"is earlier than the date before it, {dates.iloc[i - 1]}"
-            raise CLIError(f"--date: the dates in {date!r} must increase: row {i + 1}, {dates.iloc[i]}, {where}")
+            raise CLIError(f"--date: the dates in {date!r} must increase: data row {i + 1}, {dates.iloc[i]}, {where}")
         raise CLIError(f"--date: the dates in {date!r} have no regular frequency (gaps or irregular steps)")
     return pd.Series(values.to_numpy(float), index=index, name=column)
 
