@@ -275,8 +275,8 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
         # Frisch-Waugh: rho from the residuals of the lagged level and of dy_t on the other regressors
         others = np.column_stack([np.ones(n)] + [dy[k - j: dy.shape[0] - j, i] for j in range(1, k + 1)])
         level, change = y[k: k + n, i], dy[k:, i]
-        r_level = level - others @ np.linalg.lstsq(others, level, rcond=None)[0]
-        r_change = change - others @ np.linalg.lstsq(others, change, rcond=None)[0]
+        both = np.column_stack([level, change])
+        r_level, r_change = (both - others @ np.linalg.lstsq(others, both, rcond=None)[0]).T
         ss = r_level @ r_level
         if ss <= 1e-12 * max(level @ level, 1.0):
             continue
@@ -755,7 +755,7 @@ def _check_lags(lags) -> tuple:
 
 
 def _designs(y_fit, lags, season, max_lag):
-    T = y_fit.shape[0]
+    T, s_fit = y_fit.shape[0], _standardised(y_fit, y_fit)
     if isinstance(lags, str):
         if lags != "auto":
             raise ValueError(f"lags must be 'auto' or a tuple of positive integers, got {lags!r}")
@@ -765,19 +765,18 @@ def _designs(y_fit, lags, season, max_lag):
             max_order, max_lag = max(1, min(T // 10, 12 if season is None else season + 1)), T // 4
         else:
             max_order = max_lag = check_count(max_lag, "max_lag")
-        lag_sets = _candidate_lags(season, max_order, max_lag, _aic_order(_standardised(y_fit, y_fit), max_order))
+        lag_sets = _candidate_lags(season, max_order, max_lag, _aic_order(s_fit, max_order))
     else:
         lag_sets = [_check_lags(lags)]
     transforms = (False, True)
     if isinstance(lags, str) and season is None:
-        transforms = _unit_root_transforms(_standardised(y_fit, y_fit))
+        transforms = _unit_root_transforms(s_fit)
     designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in transforms]
     if season is None:
         return designs
     # with a season, levels and first differences carry one intercept per phase where the AIC of their
     # autoregression says so (deterministic seasonality: a stable profile averaged over every fit season);
     # seasonal differences remove such a profile themselves
-    s_fit = _standardised(y_fit, y_fit)
     designs = [design._replace(intercepts=_seasonal_intercepts(s_fit, design.lags, design.difference, season))
                for design in designs]
     return designs + [ForecastDesign(lag_set, difference, season) for lag_set in lag_sets
