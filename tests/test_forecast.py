@@ -460,7 +460,8 @@ def test_the_chains_start_at_the_posterior_mode_uphill_of_the_validated_choice(m
         caplog.clear()
         forecast._posterior_mode(other, start)
     assert not [r for r in caplog.records if r.getMessage().startswith("Compiling jit(")]
-    _, values, u, u_start = forecast._start_and_climb(split, start)   # the line search's values are the potential's
+    # the line search's values are the potential's (arguments as _posterior_mode passes them: no recompilation)
+    _, values, u, u_start = forecast._start_and_climb(split, {name: np.asarray(v) for name, v in start.items()})
     assert float(u) == pytest.approx(potential_and_gradient(values)[0], rel=1e-10)
     assert float(u_start) == pytest.approx(u0, rel=1e-10)
     monkeypatch.setattr(forecast, "_climb", lambda potential, x: (jax.tree.map(lambda v: v * np.nan, x), 0.0, 1.0))
