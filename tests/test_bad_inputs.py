@@ -91,7 +91,7 @@ CASES = [
      "y_test must have the dimension"),
     ("kbr.tune_forecaster", "descending lags", lambda f: kbr.tune_forecaster(X[:, 0], lags=(2, 1)), ValueError, "lags must"),
     ("kbr.tune_forecaster", "too short", lambda f: kbr.tune_forecaster(X[:12, 0], lags=(1,), n_val=5), ValueError, "too short"),
-    ("kbr.dickey_fuller_t", "too short", lambda f: kbr.dickey_fuller_t(X[:8, 0]), ValueError, "too short"),
+    ("kbr.dickey_fuller_t", "too short", lambda f: kbr.dickey_fuller_t(X[:4, 0]), ValueError, "too short"),
     ("kbr.tune_forecaster", "validation over half the series",
      lambda f: kbr.tune_forecaster(np.sin(np.arange(60.0)), n_val=100), ValueError, "n_val must be at most half"),
     ("inference.sample_kbf_posterior", "a landmark count of 0",

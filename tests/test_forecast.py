@@ -96,26 +96,41 @@ def test_seasonal_period_rarely_finds_a_season_in_noise():
 
 
 def test_dickey_fuller_t_is_the_t_statistic_of_the_lagged_level():
-    """Against the whole regression solved with its normal equations, per coordinate; a random walk keeps its unit
-    root, a stationary autoregression rejects it, a constant coordinate has no statistic."""
+    """Against the whole regression solved with its normal equations, per coordinate, for a given number of lagged
+    differences and for the number of smallest AIC among 0..15 (all fitted on the changes from the 16th on); a random
+    walk keeps its unit root, a stationary autoregression rejects it, a constant coordinate has no statistic."""
     rng = np.random.default_rng(4)
     walk, stationary = np.cumsum(rng.standard_normal(200)), ar1(200, seed=5, a=0.5)
-    for y in (walk, stationary):
+    changes = np.zeros(200)     # changes that follow an AR(3): the AIC wants three lagged differences
+    for t in range(3, 200):
+        changes[t] = 0.5 * changes[t - 1] - 0.4 * changes[t - 2] + 0.3 * changes[t - 3] + rng.standard_normal()
+
+    def regression(y, k, first):    # (t statistic of rho, AIC) over the changes from index first
+        dy = np.diff(y)
+        A = np.column_stack([np.ones(dy.size - first), y[first:-1]]
+                            + [dy[first - j: dy.size - j] for j in range(1, k + 1)])
+        beta = np.linalg.solve(A.T @ A, A.T @ dy[first:])
+        resid = dy[first:] - A @ beta
+        var = resid @ resid / (A.shape[0] - A.shape[1]) * np.linalg.solve(A.T @ A, np.eye(A.shape[1])[1])[1]
+        return beta[1] / math.sqrt(var), A.shape[0] * math.log(resid @ resid / A.shape[0]) + 2 * A.shape[1]
+
+    chosen = []
+    for y in (walk, stationary, np.cumsum(changes)):
         for k in (0, 2, 3):
-            dy = np.diff(y)
-            A = np.column_stack([np.ones(dy.size - k), y[k:-1]] + [dy[k - j: dy.size - j] for j in range(1, k + 1)])
-            beta = np.linalg.solve(A.T @ A, A.T @ dy[k:])
-            resid = dy[k:] - A @ beta
-            var = resid @ resid / (A.shape[0] - A.shape[1]) * np.linalg.solve(A.T @ A, np.eye(A.shape[1])[1])[1]
-            expected = beta[1] / math.sqrt(var)
-            assert kbr.dickey_fuller_t(y, lagged_differences=k)[0] == pytest.approx(expected, rel=1e-9)
+            assert kbr.dickey_fuller_t(y, lagged_differences=k)[0] == pytest.approx(regression(y, k, k)[0], rel=1e-9)
+        k = min(range(16), key=lambda k: regression(y, k, 15)[1])
+        assert kbr.dickey_fuller_t(y)[0] == pytest.approx(regression(y, k, k)[0], rel=1e-9)
+        chosen.append(k)
+    assert chosen[2] >= 3 and chosen[0] < chosen[2]
     stats = kbr.dickey_fuller_t(np.column_stack([walk, stationary, np.full(200, 2.0)]))
     assert stats[0] > -2.86 and stats[1] < -2.86 and np.isnan(stats[2])
     # near-exact fits: mean reversion far below the critical value, explosive growth far above it
     assert kbr.dickey_fuller_t(2 + 0.5 ** np.arange(30.0), lagged_differences=0)[0] < -1e6
     assert kbr.dickey_fuller_t(1.1 ** np.arange(30.0), lagged_differences=0)[0] > 1e6
     with pytest.raises(ValueError, match="too short"):
-        kbr.dickey_fuller_t(walk[:8])
+        kbr.dickey_fuller_t(walk[:4])
+    with pytest.raises(ValueError, match="too short"):
+        kbr.dickey_fuller_t(walk[:8], lagged_differences=2)
 
 
 def test_automatic_designs_drop_differences_where_a_unit_root_test_rejects_one():
@@ -129,6 +144,19 @@ def test_automatic_designs_drop_differences_where_a_unit_root_test_rejects_one()
     assert {d.difference for d in _designs(stationary, (1, 2), None, None)} == {False, True}
     seasonal = _designs(stationary + np.sin(2 * np.pi * np.arange(200) / 12)[:, None], "auto", 12, None)
     assert {(d.difference, d.seasonal) for d in seasonal} == {(False, 0), (True, 0), (False, 12), (True, 12)}
+
+
+def test_the_unit_root_test_reads_the_validation_steps_too(monkeypatch):
+    """The designs are read off the fit steps, the unit-root test off the whole training series (it fits nothing
+    to the validation errors)."""
+    import bayeskern.kbr.forecast as forecast
+
+    read = []
+    test = forecast.dickey_fuller_t
+    monkeypatch.setattr(forecast, "dickey_fuller_t", lambda y, **kw: read.append(len(y)) or test(y, **kw))
+    monkeypatch.setattr(forecast, "_scored_designs", lambda designs, setting, workers: [])   # no filter: a baseline
+    assert tune_forecaster(ar1(150, seed=3, a=0.5), n_val=30, season=None, workers=1).fallback is not None
+    assert read == [150]
 
 
 def test_seasonal_period_is_the_shortest_period_not_a_multiple_of_it():

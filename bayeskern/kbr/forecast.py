@@ -246,14 +246,18 @@ _ADF_CRITICAL = -2.86
 table 8.5.2; MacKinnon 1996)."""
 
 
-def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
+def dickey_fuller_t(y, *, lagged_differences="aic") -> np.ndarray:
     """The augmented Dickey-Fuller statistic (Said & Dickey 1984) of each coordinate: the t statistic of rho in the
-    least-squares regression dy_t = a + rho y_{t-1} + sum_j b_j dy_{t-j} + e_t, j = 1..``lagged_differences``. A
-    value below -2.86 rejects a unit root at the 5 % level (asymptotic critical value, constant and no trend).
+    least-squares regression dy_t = a + rho y_{t-1} + sum_j b_j dy_{t-j} + e_t, j = 1..k. A value below -2.86 rejects
+    a unit root at the 5 % level (asymptotic critical value, constant and no trend).
 
     Args:
-        y: (T,) or (T, d) series, T > 2 ``lagged_differences`` + 4.
-        lagged_differences: the lagged differences in the regression.
+        y: (T,) or (T, d) series.
+        lagged_differences: k, or ``"aic"``: per coordinate the k in 0..K with the smallest AIC, n log(RSS / n) +
+            2 (k + 2), every order fitted on the same rows (the last T - 1 - K changes), K = min(ceil(12 (T / 100)^(1/4)),
+            T // 2 - 2) (Schwert 1989; fewer where the rows run out); the statistic is then that order's regression
+            on every row it can use. Too few lagged differences leave autocorrelated errors (a test of the wrong
+            size), too many cost power.
 
     Returns:
         (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant),
@@ -261,31 +265,48 @@ def dickey_fuller_t(y, *, lagged_differences: int = 2) -> np.ndarray:
 
     Raises:
         TypeError: for values that are not real numbers.
-        ValueError: for non-finite values or a series too short for the regression.
+        ValueError: for non-finite values, a bad ``lagged_differences`` or a series too short for the regression.
     """
     y = _as_series(y, "y")
-    k = check_count(lagged_differences, "lagged_differences", minimum=0)
-    dy = np.diff(y, axis=0)
-    n = dy.shape[0] - k
-    if n < k + 4:
-        raise ValueError(f"y of {y.shape[0]} steps is too short for a Dickey-Fuller regression with {k} lagged "
+    T = y.shape[0]
+    if isinstance(lagged_differences, str):
+        if lagged_differences != "aic":
+            raise ValueError(f"lagged_differences must be 'aic' or a count >= 0, got {lagged_differences!r}")
+        orders = range(max(0, min(math.ceil(12 * (T / 100) ** 0.25), T // 2 - 2, (T - 5) // 2)) + 1)
+    else:
+        orders = [check_count(lagged_differences, "lagged_differences", minimum=0)]
+    if T - 1 - orders[-1] < orders[-1] + 4:
+        raise ValueError(f"y of {T} steps is too short for a Dickey-Fuller regression with {orders[-1]} lagged "
                          f"differences")
     stats = np.full(y.shape[1], np.nan)
     for i in range(y.shape[1]):
-        # Frisch-Waugh: rho from the residuals of the lagged level and of dy_t on the other regressors
-        others = np.column_stack([np.ones(n)] + [dy[k - j: dy.shape[0] - j, i] for j in range(1, k + 1)])
-        level, change = y[k: k + n, i], dy[k:, i]
-        both = np.column_stack([level, change])
-        r_level, r_change = (both - others @ np.linalg.lstsq(others, both, rcond=None)[0]).T
-        ss = r_level @ r_level
-        if ss <= 1e-12 * max(level @ level, 1.0):
-            continue
-        rho = (r_level @ r_change) / ss
-        resid = r_change - rho * r_level
-        sigma2 = resid @ resid / (n - k - 2)
-        if sigma2 > 0:  # an exact fit has no t statistic
-            stats[i] = rho / math.sqrt(sigma2 / ss)
+        first = orders[-1]   # the rows every order can use: the AIC compares them on the same data
+        k = min(orders, key=lambda k: _dickey_fuller_regression(y[:, i], k, first)[1])
+        stats[i] = _dickey_fuller_regression(y[:, i], k, k)[0]
     return stats
+
+
+def _dickey_fuller_regression(y, k: int, first: int) -> tuple:
+    """(t statistic of rho, AIC) of the regression of dy_t on 1, y_{t-1} and dy_{t-1..t-k}, over the changes dy_t
+    from index ``first`` (>= k) of the (T,) series y. The t statistic is NaN where the lagged level is explained by
+    the other regressors or the fit is exact; the AIC of an exact fit is -inf."""
+    dy = np.diff(y)
+    n = dy.shape[0] - first
+    # Frisch-Waugh: rho from the residuals of the lagged level and of dy_t on the other regressors
+    others = np.column_stack([np.ones(n)] + [dy[first - j: dy.shape[0] - j] for j in range(1, k + 1)])
+    level, change = y[first: first + n], dy[first:]
+    both = np.column_stack([level, change])
+    r_level, r_change = (both - others @ np.linalg.lstsq(others, both, rcond=None)[0]).T
+    ss = r_level @ r_level
+    if ss <= 1e-12 * max(level @ level, 1.0):
+        rss = r_change @ r_change
+        return np.nan, (n * math.log(rss / n) if rss > 0 else -np.inf) + 2 * (k + 1)
+    rho = (r_level @ r_change) / ss
+    resid = r_change - rho * r_level
+    rss = resid @ resid
+    if rss <= 0:  # an exact fit has no t statistic
+        return np.nan, -np.inf
+    return rho / math.sqrt(rss / (n - k - 2) / ss), n * math.log(rss / n) + 2 * (k + 2)
 
 
 def _aic_order(y, max_order: int) -> int:
@@ -530,8 +551,8 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
             phase of the season, seasonal dummies, where they lower the AIC of the design's autoregression on the
             fit steps), and with a season also on seasonal differences y_t - y_{t-s} and on both
             (:class:`ForecastDesign`); but the automatic lag sets of a series without a season on levels only
-            where an augmented Dickey-Fuller test on the fit steps rejects a unit root at 5 %
-            (:func:`dickey_fuller_t` below -2.86).
+            where an augmented Dickey-Fuller test on the whole series (lagged differences by AIC) rejects a unit
+            root at 5 % (:func:`dickey_fuller_t` below -2.86).
         season: seasonal period of the automatic lag sets and the seasonal differences; default
             :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
         max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
@@ -573,7 +594,7 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
     burn_in = check_count(burn_in, "burn_in", minimum=0)
     max_fit = check_count(max_fit, "max_fit", minimum=10)
     V = _validation_size(T, n_val, "y")
-    designs = _designs(y[: T - V], lags, season, max_lag)
+    designs = _designs(y[: T - V], lags, season, max_lag, whole=y)
     s = _standardised(y[: T - V], y)
     truth = s[T - V:]
     persistence = float(np.mean((s[T - V - 1: -1] - truth) ** 2))
@@ -754,7 +775,9 @@ def _check_lags(lags) -> tuple:
     return lag_set
 
 
-def _designs(y_fit, lags, season, max_lag):
+def _designs(y_fit, lags, season, max_lag, whole=None):
+    """The designs :func:`tune_forecaster` validates, read off the fit steps ``y_fit`` (T, d); the unit-root test
+    reads ``whole`` (default ``y_fit``), the training series with its validation steps."""
     T, s_fit = y_fit.shape[0], _standardised(y_fit, y_fit)
     if isinstance(lags, str):
         if lags != "auto":
@@ -770,7 +793,7 @@ def _designs(y_fit, lags, season, max_lag):
         lag_sets = [_check_lags(lags)]
     transforms = (False, True)
     if isinstance(lags, str) and season is None:
-        transforms = _unit_root_transforms(s_fit)
+        transforms = _unit_root_transforms(y_fit if whole is None else whole)
     designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in transforms]
     if season is None:
         return designs
@@ -783,12 +806,14 @@ def _designs(y_fit, lags, season, max_lag):
                       for difference in (False, True)]
 
 
-def _unit_root_transforms(s_fit) -> tuple:
+def _unit_root_transforms(y) -> tuple:
     """The transforms of the automatic designs without a season: levels alone, (False,), where an augmented
-    Dickey-Fuller test on the standardised fit steps (T, d) rejects a unit root at 5 % in every coordinate; else
-    levels and first differences, (False, True). Not rejecting is no evidence of a unit root (the test has little
-    power near one on a short series), so both stay; validation one step ahead cannot tell them apart there."""
-    return (False,) if np.all(dickey_fuller_t(s_fit) < _ADF_CRITICAL) else (False, True)
+    Dickey-Fuller test (lagged differences by AIC) on the series y (T, d) rejects a unit root at 5 % in every
+    coordinate; else levels and first differences, (False, True). Not rejecting is no evidence of a unit root (the
+    test has little power near one on a short series), so both stay; validation one step ahead cannot tell them
+    apart there. The test is not fitted to any validation error, so it reads every training step: the more steps,
+    the more power."""
+    return (False,) if np.all(dickey_fuller_t(y) < _ADF_CRITICAL) else (False, True)
 
 
 class ConformalBand(NamedTuple):
