@@ -253,11 +253,11 @@ def dickey_fuller_t(y, *, lagged_differences="aic") -> np.ndarray:
 
     Args:
         y: (T,) or (T, d) series.
-        lagged_differences: k, or ``"aic"``: per coordinate the k in 0..K with the smallest AIC, n log(RSS / n) +
-            2 (k + 2), every order fitted on the same rows (the last T - 1 - K changes), K = min(ceil(12 (T / 100)^(1/4)),
-            T // 2 - 2) (Schwert 1989; fewer where the rows run out); the statistic is then that order's regression
-            on every row it can use. Too few lagged differences leave autocorrelated errors (a test of the wrong
-            size), too many cost power.
+        lagged_differences: k, or ``"aic"``: per coordinate the k in 0..K with the smallest AIC, n log(RSS / n)
+            + 2 (k + 2), every order fitted on the same rows (the last T - 1 - K changes), K = min(ceil(12 (T /
+            100)^(1/4)), T // 2 - 2) (Schwert 1989; fewer where the rows run out); the statistic is then that order's
+            regression on every row it can use. Too few lagged differences leave autocorrelated errors (a test of
+            the wrong size), too many cost power.
 
     Returns:
         (d,) statistics; NaN for a coordinate whose lagged level the other regressors explain exactly (constant),
@@ -279,8 +279,8 @@ def dickey_fuller_t(y, *, lagged_differences="aic") -> np.ndarray:
         raise ValueError(f"y of {T} steps is too short for a Dickey-Fuller regression with {orders[-1]} lagged "
                          f"differences")
     stats = np.full(y.shape[1], np.nan)
+    first = orders[-1]   # the rows every order can use: the AIC compares the orders on the same data
     for i in range(y.shape[1]):
-        first = orders[-1]   # the rows every order can use: the AIC compares them on the same data
         k = min(orders, key=lambda k: _dickey_fuller_regression(y[:, i], k, first)[1])
         stats[i] = _dickey_fuller_regression(y[:, i], k, k)[0]
     return stats
