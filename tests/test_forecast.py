@@ -134,15 +134,19 @@ def test_dickey_fuller_t_is_the_t_statistic_of_the_lagged_level():
 
 
 def test_automatic_designs_drop_differences_where_a_unit_root_test_rejects_one():
-    """Without a season the automatic designs are levels alone where a Dickey-Fuller test rejects a unit root, levels
-    and first differences where it does not; explicit lags, or a season, validate both."""
+    """The automatic designs take no first differences where a Dickey-Fuller test rejects a unit root, and both
+    with and without them where it does not; with a season the seasonal differences stay either way; explicit lags
+    validate both."""
     rng = np.random.default_rng(6)
     walk, stationary = np.cumsum(rng.standard_normal(200))[:, None], ar1(200, seed=7, a=0.5)[:, None]
     assert {d.difference for d in _designs(walk, "auto", None, None)} == {False, True}
     assert {d.difference for d in _designs(stationary, "auto", None, None)} == {False}
     assert {d.difference for d in _designs(np.hstack([walk, stationary]), "auto", None, None)} == {False, True}
     assert {d.difference for d in _designs(stationary, (1, 2), None, None)} == {False, True}
-    seasonal = _designs(stationary + np.sin(2 * np.pi * np.arange(200) / 12)[:, None], "auto", 12, None)
+    season = np.sin(2 * np.pi * np.arange(200) / 12)[:, None]
+    seasonal = _designs(stationary + season, "auto", 12, None)
+    assert {(d.difference, d.seasonal) for d in seasonal} == {(False, 0), (False, 12)}
+    seasonal = _designs(walk + season, "auto", 12, None)
     assert {(d.difference, d.seasonal) for d in seasonal} == {(False, 0), (True, 0), (False, 12), (True, 12)}
 
 
@@ -196,8 +200,8 @@ def test_aic_order_recovers_an_ar2():
 
 
 def test_automatic_designs_include_the_season_and_both_transforms():
-    t = np.arange(300)
-    y = (np.sin(2 * np.pi * t / 12) + 0.05 * np.random.default_rng(2).standard_normal(300))[:, None]
+    t = np.arange(300)   # a season on a wandering level: no unit-root test rejects
+    y = (np.sin(2 * np.pi * t / 12) + 0.05 * np.cumsum(np.random.default_rng(2).standard_normal(300)))[:, None]
     designs = _designs(y, "auto", None, None)
     lag_sets = {d.lags for d in designs}
     assert (1, 2, 12) in lag_sets and (1, 2, 11, 12, 13) in lag_sets
@@ -206,12 +210,10 @@ def test_automatic_designs_include_the_season_and_both_transforms():
 
 
 def test_levels_and_differences_take_seasonal_intercepts_where_the_aic_of_their_autoregression_says_so():
-    """A fixed monthly profile under AR(1) noise: the short lag sets of levels and differences take one intercept
+    """A fixed monthly profile on a random walk: the short lag sets of levels and differences take one intercept
     per month; seasonal differences keep one. White noise given a season of 12: no design takes them."""
     rng = np.random.default_rng(3)
-    noise = np.zeros(240)
-    for t in range(1, 240):
-        noise[t] = 0.5 * noise[t - 1] + rng.standard_normal()
+    noise = np.cumsum(rng.standard_normal(240))
     profile = np.tile(3 * rng.standard_normal(12), 20)
     designs = {(d.lags, d.difference, d.seasonal): d.intercepts for d in _designs((profile + noise)[:, None],
                                                                                   "auto", 12, None)}

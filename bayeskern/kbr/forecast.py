@@ -550,9 +550,9 @@ def tune_forecaster(y, *, n_val: int | None = None, lags="auto", season: int | N
             Each lag set is validated on levels and on first differences (with a season, with one intercept per
             phase of the season, seasonal dummies, where they lower the AIC of the design's autoregression on the
             fit steps), and with a season also on seasonal differences y_t - y_{t-s} and on both
-            (:class:`ForecastDesign`); but the automatic lag sets of a series without a season on levels only
-            where an augmented Dickey-Fuller test on the whole series (lagged differences by AIC) rejects a unit
-            root at 5 % (:func:`dickey_fuller_t` below -2.86).
+            (:class:`ForecastDesign`); but the automatic lag sets without first differences where an augmented
+            Dickey-Fuller test on the whole series (lagged differences by AIC) rejects a unit root at 5 %
+            (:func:`dickey_fuller_t` below -2.86).
         season: seasonal period of the automatic lag sets and the seasonal differences; default
             :func:`seasonal_period` of the fit steps (with explicit lags: none unless given).
         max_lag: the largest automatic lag; default: runs 1..p up to min(T_fit // 10, s + 1) (12 without a
@@ -792,7 +792,7 @@ def _designs(y_fit, lags, season, max_lag, whole=None):
     else:
         lag_sets = [_check_lags(lags)]
     transforms = (False, True)
-    if isinstance(lags, str) and season is None:
+    if isinstance(lags, str):
         transforms = _unit_root_transforms(y_fit if whole is None else whole)
     designs = [ForecastDesign(lag_set, difference) for lag_set in lag_sets for difference in transforms]
     if season is None:
@@ -803,16 +803,17 @@ def _designs(y_fit, lags, season, max_lag, whole=None):
     designs = [design._replace(intercepts=_seasonal_intercepts(s_fit, design.lags, design.difference, season))
                for design in designs]
     return designs + [ForecastDesign(lag_set, difference, season) for lag_set in lag_sets
-                      for difference in (False, True)]
+                      for difference in transforms]
 
 
 def _unit_root_transforms(y) -> tuple:
-    """The transforms of the automatic designs without a season: levels alone, (False,), where an augmented
-    Dickey-Fuller test (lagged differences by AIC) on the series y (T, d) rejects a unit root at 5 % in every
-    coordinate; else levels and first differences, (False, True). Not rejecting is no evidence of a unit root (the
-    test has little power near one on a short series), so both stay; validation one step ahead cannot tell them
-    apart there. The test is not fitted to any validation error, so it reads every training step: the more steps,
-    the more power."""
+    """Whether the automatic designs take first differences (on their own or after seasonal ones): not, (False,),
+    where an augmented Dickey-Fuller test (lagged differences by AIC) on the series y (T, d) rejects a unit root at
+    5 % in every coordinate; else with and without, (False, True). Not rejecting is no evidence of a unit root
+    (the test has little power near one on a short series), so both stay; validation one step ahead cannot tell
+    them apart there. Seasonal differences answer another question (unit roots at the seasonal frequencies, which
+    this test does not look at): they stay either way. The test is not fitted to any validation error, so it reads
+    every training step: the more steps, the more power."""
     return (False,) if np.all(dickey_fuller_t(y) < _ADF_CRITICAL) else (False, True)
 
 
