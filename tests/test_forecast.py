@@ -124,6 +124,9 @@ def test_dickey_fuller_t_is_the_t_statistic_of_the_lagged_level():
     assert chosen[2] >= 3 and chosen[0] < chosen[2]
     stats = kbr.dickey_fuller_t(np.column_stack([walk, stationary, np.full(200, 2.0)]))
     assert stats[0] > -2.86 and stats[1] < -2.86 and np.isnan(stats[2])
+    for scale, level in ((1e-8, 0.0), (1e-3, 1e6), (1e5, 0.0)):   # units do not matter (the tuning passes raw y)
+        scaled = level + scale * np.column_stack([walk, stationary])
+        np.testing.assert_allclose(kbr.dickey_fuller_t(scaled), stats[:2], rtol=1e-6)
     # near-exact fits: mean reversion far below the critical value, explosive growth far above it
     assert kbr.dickey_fuller_t(2 + 0.5 ** np.arange(30.0), lagged_differences=0)[0] < -1e6
     assert kbr.dickey_fuller_t(1.1 ** np.arange(30.0), lagged_differences=0)[0] > 1e6

@@ -280,33 +280,41 @@ def dickey_fuller_t(y, *, lagged_differences="aic") -> np.ndarray:
                          f"differences")
     stats = np.full(y.shape[1], np.nan)
     first = orders[-1]   # the rows every order can use: the AIC compares the orders on the same data
-    for i in range(y.shape[1]):
-        k = min(orders, key=lambda k: _dickey_fuller_regression(y[:, i], k, first)[1])
-        stats[i] = _dickey_fuller_regression(y[:, i], k, k)[0]
+    centred = y - y.mean(axis=0)
+    sd = np.sqrt(np.mean(centred**2, axis=0))
+    for i in np.flatnonzero(sd > 0):   # the statistic does not depend on the units: standardised, a series of
+        z = centred[:, i] / sd[i]       # large level and small changes is not taken for a constant one
+        dz = np.diff(z)
+
+        def aic(k):
+            others, level, change = _dickey_fuller_rows(z, dz, k, first)
+            return _least_squares_aic(np.column_stack([others, level]), change[:, None])
+
+        k = min(orders, key=aic) if len(orders) > 1 else orders[0]
+        stats[i] = _dickey_fuller_rho_t(*_dickey_fuller_rows(z, dz, k, k))
     return stats
 
 
-def _dickey_fuller_regression(y, k: int, first: int) -> tuple:
-    """(t statistic of rho, AIC) of the regression of dy_t on 1, y_{t-1} and dy_{t-1..t-k}, over the changes dy_t
-    from index ``first`` (>= k) of the (T,) series y. The t statistic is NaN where the lagged level is explained by
-    the other regressors or the fit is exact; the AIC of an exact fit is -inf."""
-    dy = np.diff(y)
+def _dickey_fuller_rows(y, dy, k: int, first: int):
+    """(others (n, k + 1), level (n,), change (n,)): the regressors 1 and dy_{t-1..t-k}, the lagged level y_{t-1} and
+    the change dy_t over the changes dy (T - 1,) of the (T,) series y from index ``first`` (>= k) on."""
     n = dy.shape[0] - first
-    # Frisch-Waugh: rho from the residuals of the lagged level and of dy_t on the other regressors
     others = np.column_stack([np.ones(n)] + [dy[first - j: dy.shape[0] - j] for j in range(1, k + 1)])
-    level, change = y[first: first + n], dy[first:]
+    return others, y[first: first + n], dy[first:]
+
+
+def _dickey_fuller_rho_t(others, level, change) -> float:
+    """The t statistic of rho in change ~ others + rho level (Frisch-Waugh: rho from the residuals of the level and
+    of the change on the other regressors); NaN where the others explain the level or the fit is exact."""
     both = np.column_stack([level, change])
     r_level, r_change = (both - others @ np.linalg.lstsq(others, both, rcond=None)[0]).T
     ss = r_level @ r_level
     if ss <= 1e-12 * max(level @ level, 1.0):
-        rss = r_change @ r_change
-        return np.nan, (n * math.log(rss / n) if rss > 0 else -np.inf) + 2 * (k + 1)
+        return np.nan
     rho = (r_level @ r_change) / ss
     resid = r_change - rho * r_level
-    rss = resid @ resid
-    if rss <= 0:  # an exact fit has no t statistic
-        return np.nan, -np.inf
-    return rho / math.sqrt(rss / (n - k - 2) / ss), n * math.log(rss / n) + 2 * (k + 2)
+    sigma2 = resid @ resid / (level.shape[0] - others.shape[1] - 1)
+    return rho / math.sqrt(sigma2 / ss) if sigma2 > 0 else np.nan   # an exact fit has no t statistic
 
 
 def _aic_order(y, max_order: int) -> int:
