@@ -99,9 +99,10 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
     iterated from every origin in the block, and its h-step errors that fall inside the block (C - h + 1 of them)
     are the scores; the band's half-width is their ceil((n + 1) level)-th smallest (split conformal prediction),
     or the tail rule of :func:`bayeskern.kbr.conformal_band` where they are too few (``widened``). The band never
-    narrows with the horizon: each half-width is at least the one before it (the h-step error of the best forecast
-    is no smaller than the (h - 1)-step one, whereas the scores of far horizons are fewer, from fewer origins, and
-    can dip by chance); this only widens a horizon's conformal band, so it keeps that band's coverage.
+    narrows with the horizon (the h-step error of the best forecast is no smaller than the (h - 1)-step one, whereas
+    the quantiles of far horizons come from fewer scores and overlapping origins, and dip by chance): the half-widths
+    are the isotonic regression of the per-horizon quantiles on the horizon, weighted by their numbers of scores,
+    which pools a dip with its neighbours instead of raising it to the largest quantile before it.
 
     With ``bayesian=True`` NUTS samples the chosen design's filter hyperparameters (as :func:`forecast_series`
     does) and that design's forecast becomes the average over ``num_draws`` of them: each draw's forecaster (its
@@ -165,8 +166,8 @@ def forecast_ahead(y, steps: int, *, level: float = 0.9, lags="auto", season: in
         for j in range(d):
             q[h, j], widened[h, j] = _conformal_quantile(np.sort(scores[:, j]), 1 - level, level)
     mean = fans.mean[0]
-    half = np.maximum.accumulate(q * fans.scale[0], axis=0)              # no narrower than the horizon before
     counts = np.array([scores.shape[0] for scores in fans.calibration])
+    half = _nondecreasing(q * fans.scale[0], counts[:, None], axis=0)
     if widened.any():
         first = int(np.flatnonzero(widened.any(axis=1))[0]) + 1
         warnings.warn(f"from horizon {first} on, the {counts[first - 1]} or fewer calibration errors per horizon are "
@@ -237,7 +238,8 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
     :func:`bayeskern.kbr.conformal_band` with ``delay`` h: its scores are the calibration scores and the h-step
     errors of the earlier origins already revealed (those of origins up to o - h), and ``gamma`` adapts its level
     after each revealed miss, so a band that proves too narrow (or wide) over the span widens (narrows). As in
-    :func:`forecast_ahead` each band is then widened to the one of the horizon before where that is wider.
+    :func:`forecast_ahead` each origin's half-widths are then made non-decreasing in the horizon by isotonic
+    regression, weighted by the number of scores behind each band.
 
     Args:
         y: (T,) or (T, d) NumPy array, or a pandas Series or DataFrame.
@@ -286,7 +288,9 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
         conformal = conformal_band(np.zeros_like(errors), fans.scale[:, h], scores, errors, level, gamma=gamma,
                                    delay=h + 1)
         half[:, h], widened[:, h] = conformal.band[1], conformal.widened
-    half = np.maximum.accumulate(half, axis=1)
+    known = np.array([[scores.shape[0] + max(0, t - h) for h, scores in enumerate(fans.calibration)]
+                      for t in range(origins.size)])                   # the scores behind each band (O, steps)
+    half = _nondecreasing(half, known[..., None], axis=1)
     if widened.any():
         warnings.warn(f"{int(widened.any(axis=2).sum())} of the {widened.shape[0] * steps} bands (origins x horizons) "
                       f"had too few known errors for level {level} and follow the tail rule (see widened)",
@@ -432,3 +436,29 @@ def _future_index(index, steps: int):
         step = int(index[-1] - index[-2])
         return pd.Index(int(index[-1]) + step * np.arange(1, steps + 1), name=index.name)
     return None
+
+
+def _nondecreasing(values, weights, axis: int) -> np.ndarray:
+    """The weighted least-squares fit to ``values`` that does not decrease along ``axis`` (isotonic regression):
+    at position i, the largest over j <= i of the smallest over k >= i of the weighted mean of values[j..k].
+
+    Args:
+        values: (..., n, ...) reals.
+        weights: positive weights, broadcastable to ``values``.
+        axis: the axis along which the fit may not decrease.
+
+    Returns:
+        An array of the shape of ``values``.
+    """
+    v = np.moveaxis(np.asarray(values, float), axis, -1)
+    w = np.moveaxis(np.broadcast_to(np.asarray(weights, float), np.shape(values)), axis, -1)
+    zero = np.zeros(v.shape[:-1] + (1,))
+    total, mass = (np.concatenate([zero, np.cumsum(a, axis=-1)], axis=-1) for a in (w * v, w))
+    n = v.shape[-1]
+    first, last = np.arange(n)[:, None], np.arange(n)[None, :]
+    spans = last >= first                                                       # (j, k) with j <= k
+    mean = ((total[..., None, 1:] - total[..., :-1, None])
+            / np.where(spans, mass[..., None, 1:] - mass[..., :-1, None], 1.0))  # [..., j, k]: mean of values[j..k]
+    upper = np.minimum.accumulate(np.where(spans, mean, np.inf)[..., ::-1], axis=-1)[..., ::-1]   # min over k >= i
+    fit = np.where(spans, upper, -np.inf).max(axis=-2)                                              # max over j <= i
+    return np.moveaxis(fit, -1, axis)
