@@ -30,6 +30,8 @@ Run: python benchmarks/bench_forecast.py [--bayesian] [--series sunspots nile ..
      python benchmarks/bench_forecast.py --summarise errors.json   (that summary again from a --json run)
      python benchmarks/bench_forecast.py --anchors-study   (the forecaster against AR, SARIMAX and ETS on simulated
          series: linear processes with moving-average parts, nonlinear and seasonal ones)
+     python benchmarks/bench_forecast.py --oracle-floor [errors.json]   (the --horizons coverage criteria met by
+         exact bands of a known model, simulated: how often per-series floors fail by chance; where a run's cells fall)
      python benchmarks/bench_forecast.py --seasonal   (forecast_ahead on simulated seasonal series, three seeds:
          the design data of the seasonal differences)
 
@@ -671,6 +673,80 @@ def backtest_study(seeds=3, steps=12, level=0.9):
               f"{cover.mean(axis=0).min():.3f}-{cover.mean(axis=0).max():.3f}{width}; by group: {by_group}")
 
 
+def oracle_floor(run=None, *, reps=4000, steps=12, level=0.9, seed=20261201):
+    """What the --horizons coverage criteria ask of bands that know the true model. Each panel series is replaced by
+    the AR anchor's own model of it (lags by AIC up to 13 on the fit span, least squares, Gaussian noise with the
+    residual sd; a root on or outside the unit circle pulled just inside) taken as the truth; ``reps`` series of
+    the panel series' length are simulated from it, and from the same origins as --horizons (every origin of the
+    last 20 %) the exact ``level`` bands (known coefficients and sd: mean by the recursion, variance sigma^2 times
+    the summed squared psi weights) are scored as the benchmark scores the methods. Prints each series' coverage
+    at h = 1, 6 and 12 (mean and sd over the reps), the probability that some of its three cells falls below 0.78,
+    and over the panel the probabilities that every series stays >= 0.78 at h = 1, 6 and 12, that the mean over
+    the series lies in [0.85, 0.95] at every horizon, and the distribution of the panel's smallest cell. With
+    ``run`` (a --horizons JSON), also where each of that run's KBF cells at h = 1, 6 and 12 falls in the exact
+    bands' distribution of the same cell."""
+    from statistics import NormalDist
+
+    from statsmodels.tsa.ar_model import AutoReg, ar_select_order
+
+    warnings.simplefilter("ignore")
+    rng, z = np.random.default_rng(seed), NormalDist().inv_cdf(0.5 + level / 2)
+    coverage = {}
+    for name, (y, _) in horizon_panel().items():
+        T = len(y)
+        fit_end = T - T // 5
+        origins = np.arange(fit_end, T - steps + 1)
+        lags = ar_select_order(y[:fit_end], maxlag=13, ic="aic").ar_lags or [1]
+        fit = AutoReg(y[:fit_end], lags=lags).fit()
+        p = max(lags)
+        phi = np.zeros(p)
+        phi[np.array(lags) - 1] = fit.params[1:]
+        while np.abs(np.roots(np.r_[1.0, -phi])).max() >= 0.999:
+            phi = phi * 0.999 ** np.arange(1, p + 1)
+        const, sigma = fit.params[0], np.sqrt(fit.sigma2)
+        psi = np.zeros(steps)
+        psi[0] = 1.0
+        for j in range(1, steps):
+            psi[j] = phi[:min(p, j)] @ psi[j - 1::-1][:min(p, j)]
+        half = z * sigma * np.sqrt(np.cumsum(psi**2))                                       # (steps,)
+        burn = 300
+        noise, x = sigma * rng.standard_normal((reps, T + burn)), np.zeros((reps, T + burn))
+        for t in range(p, T + burn):
+            x[:, t] = const + x[:, t - p:t][:, ::-1] @ phi + noise[:, t]
+        x = x[:, burn:]
+        hits = np.zeros((reps, origins.size, steps), bool)
+        for k, o in enumerate(origins):
+            past = x[:, o - p:o][:, ::-1]                                                   # newest first
+            for h in range(steps):
+                mean = const + past @ phi
+                hits[:, k, h] = np.abs(x[:, o + h] - mean) <= half[h]
+                past = np.concatenate([mean[:, None], past[:, :-1]], axis=1)
+        coverage[name] = hits.mean(axis=1)                                                 # (reps, steps)
+        cells = coverage[name][:, [0, 5, 11]]
+        print(f"{name:<24} {origins.size:3d} origins, AR({p}); coverage at h = 1 / 6 / 12: mean "
+              f"{' / '.join(f'{c:.3f}' for c in cells.mean(0))}, sd {' / '.join(f'{c:.3f}' for c in cells.std(0))}; "
+              f"P(a cell below 0.78) {np.mean((cells < 0.78).any(axis=1)):.3f}", flush=True)
+    cover = np.stack(list(coverage.values()), axis=1)                                  # (reps, series, steps)
+    floor = (cover[:, :, [0, 5, 11]] >= 0.78).all(axis=(1, 2))
+    mean = cover.mean(axis=1)
+    inside = ((mean >= 0.85) & (mean <= 0.95)).all(axis=1)
+    smallest = cover[:, :, [0, 5, 11]].min(axis=(1, 2))
+    print(f"the exact bands: P(every series >= 0.78 at h = 1, 6 and 12) {floor.mean():.3f}; P(mean over the series in "
+          f"[0.85, 0.95] at every horizon) {inside.mean():.3f}; both {np.mean(floor & inside):.3f} ({reps} panels)")
+    print("the panel's smallest cell at h = 1, 6, 12: quantiles 5 / 25 / 50 % "
+          + " / ".join(f"{q:.3f}" for q in np.quantile(smallest, [0.05, 0.25, 0.5]))
+          + f"; P(<= 0.69) {np.mean(smallest <= 20 / 29 + 1e-9):.3f}")
+    if run is not None:
+        import json
+
+        record = json.loads(Path(run).read_text())
+        for j, name in enumerate(coverage):
+            ours = np.array(record[name]["hits"]["KBF"]).reshape(-1, steps).mean(axis=0)
+            print(f"{run}, {name}: " + "; ".join(
+                f"h = {h + 1} {ours[h]:.2f} (exact bands <= it: {np.mean(cover[:, j, h] <= ours[h] + 1e-9):.3f}, "
+                f"their 5 % quantile {np.quantile(cover[:, j, h], 0.05):.2f})" for h in (0, 5, 11)))
+
+
 def linear_panel(T=300, seed=0) -> dict:
     """{name: (T,) series}: linear processes with moving-average parts, the kind of series on which SARIMAX leads
     the kernel forecaster far ahead on the real panel (design data, never that panel): a local level (ARIMA(0, 1,
@@ -848,6 +924,9 @@ if __name__ == "__main__":
                         help="the Bayesian forecaster ahead, its design alone or with the members (design data)")
     parser.add_argument("--anchors-study", action="store_true",
                         help="the forecaster against AR, SARIMAX and ETS on simulated series, linear ones included")
+    parser.add_argument("--oracle-floor", nargs="?", const=True, default=None, metavar="JSON",
+                        help="the --horizons coverage criteria met by bands that know the true (AR) model? (with a "
+                             "--horizons JSON: where its cells fall)")
     parser.add_argument("--json", default=None, help="write every error and band hit here (--horizons)")
     parser.add_argument("--summarise", default=None, metavar="JSON",
                         help="print the --horizons summary again from the errors and hits a run wrote with --json")
@@ -867,6 +946,8 @@ if __name__ == "__main__":
         bayesian_study()
     elif args.anchors_study:
         anchors_study()
+    elif args.oracle_floor:
+        oracle_floor(None if args.oracle_floor is True else args.oracle_floor)
     elif args.timing:
         timing()
     elif args.gamma_study:
