@@ -148,30 +148,32 @@ def test_forecast_ahead_gives_finite_bands_per_horizon_that_widen_on_a_random_wa
     assert list(frame.columns) == ["mean", "lower", "upper"] and list(frame.index) == list(range(1, 10))
 
 
-def _pool_adjacent_violators(values, weights):
-    """The non-decreasing weighted least-squares fit, by merging neighbouring blocks while one's mean exceeds the
-    next one's (the textbook algorithm, written out)."""
-    blocks = []                                           # [weighted sum, weight, length]
-    for v, w in zip(values, weights):
-        blocks.append([v * w, w, 1])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            total, weight, length = blocks.pop()
-            blocks[-1] = [blocks[-1][0] + total, blocks[-1][1] + weight, blocks[-1][2] + length]
-    return np.concatenate([np.full(length, total / weight) for total, weight, length in blocks])
+def _isotonic_by_definition(values, weights):
+    """The non-decreasing weighted least-squares fit in closed form: at i, the largest over j <= i of the smallest
+    over k >= i of the weighted mean of values[j..k] (written out, O(n^3))."""
+    n = len(values)
+
+    def mean(j, k):
+        return np.sum(weights[j:k + 1] * values[j:k + 1]) / np.sum(weights[j:k + 1])
+
+    return np.array([max(min(mean(j, k) for k in range(i, n)) for j in range(i + 1)) for i in range(n)])
 
 
 def test_the_monotone_fit_of_the_bands_is_the_isotonic_regression():
     """Along the horizon axis of (origins, horizons, series) arrays, with weights per origin and horizon: equal to
-    pool-adjacent-violators, whatever the length (1 to 13)."""
+    the closed form of the isotonic regression, whatever the length (1 to 13), ties and sorted input included."""
     from bayeskern.inference.ahead import _nondecreasing
 
     rng = np.random.default_rng(5)
     for n in range(1, 14):
         values, weights = rng.standard_normal((3, n, 2)), rng.uniform(0.5, 30.0, (3, n, 1))
+        values[1, :, 0] = np.sort(values[1, :, 0])                        # already non-decreasing: unchanged
+        values[2, :, 1] = np.round(values[2, :, 1])                       # ties
         fit = _nondecreasing(values, weights, axis=1)
+        np.testing.assert_array_equal(fit[1, :, 0], values[1, :, 0])
         for o in range(3):
             for j in range(2):
-                np.testing.assert_allclose(fit[o, :, j], _pool_adjacent_violators(values[o, :, j], weights[o, :, 0]),
+                np.testing.assert_allclose(fit[o, :, j], _isotonic_by_definition(values[o, :, j], weights[o, :, 0]),
                                            rtol=1e-12, atol=1e-12)
 
 
@@ -197,7 +199,7 @@ def test_forecast_ahead_bands_are_the_monotone_fit_of_the_conformal_quantiles(mo
     quantiles, weights = quantiles[:, 0], weights[:, 0]
     np.testing.assert_array_equal(weights, fc.calibration_counts)
     assert np.any(np.diff(quantiles) < 0)                                # the quantiles dip somewhere
-    np.testing.assert_allclose(half, _pool_adjacent_violators(quantiles, weights), rtol=1e-12)
+    np.testing.assert_allclose(half, _isotonic_by_definition(quantiles, weights), rtol=1e-12)
     assert np.all(np.diff(half) >= 0) and half[-1] < quantiles.max()   # a running maximum would reach the max
     np.testing.assert_allclose(np.sum(weights * half), np.sum(weights * quantiles), rtol=1e-12)
 
