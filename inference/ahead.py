@@ -218,6 +218,40 @@ class Backtest(NamedTuple):
         """
         return np.mean((self.band[0] <= self.truth) & (self.truth <= self.band[1]), axis=0)
 
+    def coverage_se(self, block: int | None = None, *, draws: int = 2000, seed: int = 0) -> np.ndarray:
+        """The Monte-Carlo standard error of :meth:`coverage`, by the moving-block bootstrap over the origins.
+
+        The h-step errors of neighbouring origins share up to h - 1 steps, so the hits of one horizon are not
+        independent and sqrt(p (1 - p) / O) understates the error. Each bootstrap draw strings together blocks of
+        ``block`` consecutive origins (starts drawn uniformly) up to O origins; the standard deviation of the
+        coverage over the draws is returned.
+
+        Args:
+            block: origins per block, in 1..O; default min(steps, O), longer than any overlap of the errors.
+            draws: bootstrap draws, >= 2.
+            seed: seed of the NumPy generator that draws the blocks.
+
+        Returns:
+            (steps, d) standard errors.
+
+        Raises:
+            ValueError: for a block outside 1..O or fewer than 2 draws.
+        """
+        hits = ((self.band[0] <= self.truth) & (self.truth <= self.band[1])).astype(float)          # (O, steps, d)
+        O = hits.shape[0]
+        block = min(hits.shape[1], O) if block is None else block
+        if not (isinstance(block, (int, np.integer)) and 1 <= block <= O):
+            raise ValueError(f"block must be an integer in 1..{O} (the number of origins), got {block!r}")
+        if not (isinstance(draws, (int, np.integer)) and draws >= 2):
+            raise ValueError(f"draws must be an integer >= 2, got {draws!r}")
+        count = -(-O // block)
+        last = O - (count - 1) * block                                    # the rows kept of the last block
+        starts = np.random.default_rng(seed).integers(0, O - block + 1, size=(draws, count))
+        running = np.concatenate([np.zeros((1,) + hits.shape[1:]), np.cumsum(hits, axis=0)])
+        whole = running[starts[:, :-1] + block] - running[starts[:, :-1]]          # (draws, count - 1, steps, d)
+        part = running[starts[:, -1] + last] - running[starts[:, -1]]              # (draws, steps, d)
+        return ((whole.sum(axis=1) + part) / O).std(axis=0, ddof=1)
+
     def rmse(self) -> np.ndarray:
         """The root mean squared error over the origins, per horizon and series.
 
@@ -251,7 +285,8 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
             ``key``, ...).
 
     Returns:
-        Backtest: ``mean``, ``band`` and ``truth`` per origin and horizon; ``coverage()`` and ``rmse()``.
+        Backtest: ``mean``, ``band`` and ``truth`` per origin and horizon; ``coverage()`` (with ``coverage_se()``)
+        and ``rmse()``.
 
     Raises:
         TypeError: as :func:`forecast_ahead`, or for an unknown option.

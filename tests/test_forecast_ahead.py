@@ -298,6 +298,9 @@ def test_the_forecast_command_backtests_the_last_steps_on_request(tmp_path):
     assert summary["fitted_on"] == 120 and summary["origins"] == 15 and summary["first_origin"] == "2010-01-01"
     hits = (table["lower"] <= table["value"]) & (table["value"] <= table["upper"])
     np.testing.assert_allclose(summary["coverage_per_horizon"], hits.groupby(table["horizon"]).mean(), atol=1e-4)
+    se = np.array(summary["coverage_se_per_horizon"])
+    assert se.shape == (6,) and np.all((se >= 0) & (se < 0.5))
+    assert np.all(se[np.array(summary["coverage_per_horizon"]) == 1.0] == 0.0)     # every band held: no spread
     errors = (table["value"] - table["mean"]) ** 2
     np.testing.assert_allclose(summary["rmse_per_horizon"], np.sqrt(errors.groupby(table["horizon"]).mean()),
                                rtol=1e-10)
@@ -494,6 +497,50 @@ def test_a_backtest_starts_from_the_forecast_of_its_fit_and_sees_no_value_before
     covered = (run.band[0] <= run.truth) & (run.truth <= run.band[1])
     np.testing.assert_allclose(run.coverage(), covered.mean(axis=0))
     np.testing.assert_allclose(run.rmse()[:, 0], np.sqrt(np.mean((run.truth - run.mean)[..., 0] ** 2, axis=0)))
+
+
+def _backtest_of_hits(hits):
+    """A Backtest whose bands hold the truth exactly where ``hits`` (O, steps) is True."""
+    from bayeskern.inference import Backtest
+
+    O, steps = hits.shape
+    truth = np.zeros((O, steps, 1))
+    band = np.stack([np.where(hits[..., None], -1.0, 1.0), np.ones_like(truth)])
+    return Backtest(np.arange(O), None, truth, band, truth, 0.9, None, np.zeros(truth.shape, bool),
+                    np.zeros((O, steps), bool), None, 0.0)
+
+
+def test_the_coverage_standard_error_is_the_moving_block_bootstrap_over_origins():
+    """Equal to the bootstrap written out (blocks of consecutive origins strung together and cut at O); for
+    independent hits with blocks of one origin near the binomial sqrt(p (1 - p) / O); for hits in runs of six
+    origins (as overlapping 6-step errors give) about sqrt(6) times that with the default blocks (the horizon
+    count), where the binomial formula would understate it; zero when every band holds."""
+    rng = np.random.default_rng(3)
+    independent = rng.uniform(size=(600, 6)) < 0.9
+    runs = np.repeat(rng.uniform(size=(100, 6)) < 0.9, 6, axis=0)                    # (600, 6), runs of six
+
+    def written_out(hits, block, draws=2000, seed=0):
+        O = hits.shape[0]
+        starts = np.random.default_rng(seed).integers(0, O - block + 1, size=(draws, -(-O // block)))
+        rows = (starts[:, :, None] + np.arange(block)).reshape(draws, -1)[:, :O]
+        return hits[rows].mean(axis=1).std(axis=0, ddof=1)
+
+    for block in (1, 5, 6, 7, 600):
+        np.testing.assert_allclose(_backtest_of_hits(runs).coverage_se(block)[:, 0], written_out(runs, block),
+                                   rtol=1e-12, atol=1e-15)
+    p = independent.mean(axis=0)
+    binomial = np.sqrt(p * (1 - p) / 600)
+    np.testing.assert_allclose(_backtest_of_hits(independent).coverage_se(1)[:, 0], binomial, rtol=0.1)
+    p = runs.mean(axis=0)
+    ratio = _backtest_of_hits(runs).coverage_se()[:, 0] / np.sqrt(p * (1 - p) / 600)
+    assert np.all((1.8 < ratio) & (ratio < 3.1))                                     # sqrt(6) = 2.45
+    assert np.all(_backtest_of_hits(np.ones((30, 4), bool)).coverage_se() == 0.0)
+    with pytest.raises(ValueError, match="block"):
+        _backtest_of_hits(runs).coverage_se(0)
+    with pytest.raises(ValueError, match="block"):
+        _backtest_of_hits(runs).coverage_se(601)
+    with pytest.raises(ValueError, match="draws"):
+        _backtest_of_hits(runs).coverage_se(draws=1)
 
 
 def test_backtest_bands_learn_from_the_errors_revealed_when_the_noise_grows():

@@ -106,11 +106,13 @@ def _backtest(series, args, sampling, out):
     table = out / "backtest.csv"
     frame.to_csv(table, index=False)
     figure = _plot_backtest(series, run, start, out / "backtest.png")
-    coverage, rmse = run.coverage()[:, 0], run.rmse()[:, 0]
+    coverage, se, rmse = run.coverage()[:, 0], run.coverage_se()[:, 0], run.rmse()[:, 0]
     report(f"backtest: coverage of the {args.level:.0%} bands {coverage.min():.2f}-{coverage.max():.2f} over the "
-           f"horizons, RMSE {rmse[0]:.4g} at 1 step, {rmse[-1]:.4g} at {args.steps}")
+           f"horizons (bootstrap se up to {se.max():.2f}), RMSE {rmse[0]:.4g} at 1 step, {rmse[-1]:.4g} at "
+           f"{args.steps}")
     return {"fitted_on": start, "origins": int(run.origins.size), "first_origin": _label(series.index[start]),
-            "coverage_per_horizon": coverage.round(4).tolist(), "rmse_per_horizon": rmse.tolist(),
+            "coverage_per_horizon": coverage.round(4).tolist(), "coverage_se_per_horizon": se.round(4).tolist(),
+            "rmse_per_horizon": rmse.tolist(),
             "warnings": notes}, [table, figure]
 
 
