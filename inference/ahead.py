@@ -323,8 +323,8 @@ def backtest(y, steps: int, *, start: int, level: float = 0.9, gamma: float = 0.
         conformal = conformal_band(np.zeros_like(errors), fans.scale[:, h], scores, errors, level, gamma=gamma,
                                    delay=h + 1)
         half[:, h], widened[:, h] = conformal.band[1], conformal.widened
-    known = np.array([[scores.shape[0] + max(0, t - h) for h, scores in enumerate(fans.calibration)]
-                      for t in range(origins.size)])                   # the scores behind each band (O, steps)
+    calibrated = np.array([scores.shape[0] for scores in fans.calibration])
+    known = calibrated + np.maximum(0, np.arange(origins.size)[:, None] - np.arange(steps))   # per band (O, steps)
     half = _nondecreasing(half, known[..., None], axis=1)
     if widened.any():
         warnings.warn(f"{int(widened.any(axis=2).sum())} of the {widened.shape[0] * steps} bands (origins x horizons) "
@@ -489,13 +489,13 @@ def _nondecreasing(values, weights, axis: int) -> np.ndarray:
     w = np.moveaxis(np.broadcast_to(np.asarray(weights, float), np.shape(values)), axis, -1)
     fit = np.empty_like(v)
     for line in np.ndindex(v.shape[:-1]):
-        means, masses, sizes = [], [], []               # the blocks so far, their means increasing
+        blocks = []                                     # (mean, weight, length), the means increasing
         for value, weight in zip(v[line], w[line]):
             mean, mass, size = value, weight, 1
-            while means and means[-1] > mean:          # pool with the block before while it lies above
-                mean = (means[-1] * masses[-1] + mean * mass) / (masses[-1] + mass)
-                mass, size = masses.pop() + mass, sizes.pop() + size
-                means.pop()
-            means.append(mean), masses.append(mass), sizes.append(size)
-        fit[line] = np.repeat(means, sizes)
+            while blocks and blocks[-1][0] > mean:      # pool with the block before while it lies above
+                before, before_mass, before_size = blocks.pop()
+                mean = (before * before_mass + mean * mass) / (before_mass + mass)
+                mass, size = before_mass + mass, before_size + size
+            blocks.append((mean, mass, size))
+        fit[line] = np.repeat([b[0] for b in blocks], [b[2] for b in blocks])
     return np.moveaxis(fit, -1, axis)
