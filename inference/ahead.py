@@ -216,7 +216,7 @@ class Backtest(NamedTuple):
         Returns:
             (steps, d) shares in [0, 1].
         """
-        return np.mean((self.band[0] <= self.truth) & (self.truth <= self.band[1]), axis=0)
+        return self._hits().mean(axis=0)
 
     def coverage_se(self, block: int | None = None, *, draws: int = 2000, seed: int = 0) -> np.ndarray:
         """The Monte-Carlo standard error of :meth:`coverage`, by the moving-block bootstrap over the origins.
@@ -237,7 +237,7 @@ class Backtest(NamedTuple):
         Raises:
             ValueError: for a block outside 1..O or fewer than 2 draws.
         """
-        hits = ((self.band[0] <= self.truth) & (self.truth <= self.band[1])).astype(float)          # (O, steps, d)
+        hits = self._hits()
         O = hits.shape[0]
         block = min(hits.shape[1], O) if block is None else block
         if not (isinstance(block, (int, np.integer)) and 1 <= block <= O):
@@ -251,6 +251,10 @@ class Backtest(NamedTuple):
         whole = running[starts[:, :-1] + block] - running[starts[:, :-1]]          # (draws, count - 1, steps, d)
         part = running[starts[:, -1] + last] - running[starts[:, -1]]              # (draws, steps, d)
         return ((whole.sum(axis=1) + part) / O).std(axis=0, ddof=1)
+
+    def _hits(self) -> np.ndarray:
+        """(O, steps, d) 1.0 where the band held the truth, else 0.0."""
+        return ((self.band[0] <= self.truth) & (self.truth <= self.band[1])).astype(float)
 
     def rmse(self) -> np.ndarray:
         """The root mean squared error over the origins, per horizon and series.

@@ -184,13 +184,12 @@ def test_forecast_ahead_bands_are_the_monotone_fit_of_the_conformal_quantiles(mo
     whole than the quantiles (the weighted sums agree), so the far bands are not biased upwards."""
     from bayeskern.inference import ahead
 
-    seen = []
+    seen, fit = [], ahead._nondecreasing
 
     def spy(values, weights, axis):
         seen.append((np.array(values), np.array(weights)))
-        return _nondecreasing(values, weights, axis)
+        return fit(values, weights, axis)
 
-    _nondecreasing = ahead._nondecreasing
     monkeypatch.setattr(ahead, "_nondecreasing", spy)
     y = np.random.default_rng(7).standard_normal(200)
     fc = forecast_ahead(y, 12, lags=(1,), workers=1)
@@ -474,13 +473,21 @@ def test_the_bayesian_forecaster_averages_the_chosen_designs_draws_with_the_othe
     assert np.all(alone[1] > scale)                     # alone, the chosen design's spread counts in full
 
 
-def test_a_backtest_starts_from_the_forecast_of_its_fit_and_sees_no_value_before_its_time():
+def test_a_backtest_starts_from_the_forecast_of_its_fit_and_sees_no_value_before_its_time(monkeypatch):
     """The first origin's forecasts and bands are ``forecast_ahead(y[:start])``'s; every origin's means and bands
     depend on the values before it only (changing y from step 150 on leaves the origins up to 150 unchanged), and
-    ``truth`` holds the values forecast."""
+    ``truth`` holds the values forecast. Each origin's fan is made monotone with the scores behind each band as
+    weights: the calibration errors of its horizon and those revealed before the origin (h-step errors of origins
+    up to o - h)."""
+    from bayeskern.inference import ahead
+
     y = 5.0 + nonlinear_ar(170, seed=12)
+    weights, fit = [], ahead._nondecreasing
+    monkeypatch.setattr(ahead, "_nondecreasing", lambda v, w, axis: weights.append(np.array(w)) or fit(v, w, axis))
     run = backtest(y, 4, start=140, lags=(1,), workers=1)
     fc = forecast_ahead(y[:140], 4, lags=(1,), workers=1)
+    revealed = np.maximum(0, np.arange(27)[:, None] - np.arange(4))
+    np.testing.assert_array_equal(weights[0][..., 0], fc.calibration_counts + revealed)
     assert run.origins.tolist() == list(range(140, 167)) and run.dates is None
     assert run.mean.shape == run.truth.shape == (27, 4, 1) and run.band.shape == (2, 27, 4, 1)
     np.testing.assert_allclose(run.mean[0], fc.mean, rtol=0, atol=1e-12)
