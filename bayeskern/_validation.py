@@ -108,6 +108,8 @@ def as_real_array(x, name: str):
     """``x`` as a JAX array of real numbers (integer, boolean or float), or a ``TypeError`` / ``ValueError`` naming
     ``name``: strings, objects and complex numbers are refused (a complex part is never dropped silently), and so
     are ragged nested lists."""
+    if type(x).__module__.startswith("pandas"):
+        x = _pandas_values(x, name)
     if not isinstance(x, (jax.Array, np.ndarray)):
         try:
             x = np.asarray(x)
@@ -120,6 +122,23 @@ def as_real_array(x, name: str):
         raise TypeError(f"{name} must hold real numbers, got dtype {x.dtype}")
     # a NumPy array goes to the device by a copy; jnp.asarray would compile a program for each new shape
     return jax.device_put(x) if isinstance(x, np.ndarray) else jnp.asarray(x)
+
+
+def _pandas_values(x, name: str):
+    """The values of a pandas Series or DataFrame as a NumPy array: a frame's columns that hold text, dates or
+    categories named in a ``TypeError``; nullable and Arrow-backed numbers as their NumPy type (float with NaN where
+    missing)."""
+    if hasattr(x, "columns"):
+        text = [str(c) for c, t in x.dtypes.items() if getattr(t, "kind", "O") not in "biuf"]
+        if text:
+            raise TypeError(f"{name} has columns that do not hold real numbers: {text}; select its numeric columns")
+        dtypes = list(x.dtypes) or [np.dtype(float)]   # a frame without columns: refused below, by its shape
+    elif getattr(x.dtype, "kind", "O") in "biuf":
+        dtypes = [x.dtype]
+    else:
+        return x.to_numpy()   # refused below, by its dtype
+    dtype = np.result_type(*(getattr(t, "numpy_dtype", t) for t in dtypes))
+    return x.to_numpy(dtype=np.float64 if bool(np.any(x.isna())) else dtype, na_value=np.nan)
 
 
 def as_finite_array(x, name: str):

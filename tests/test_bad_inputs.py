@@ -676,6 +676,27 @@ def test_a_filter_of_float32_data_runs_in_float64(method):
     np.testing.assert_allclose(first, means[0], atol=1e-6)
 
 
+def test_data_frames_are_read_by_their_numbers_and_their_other_columns_named():
+    """A frame's text, date and category columns are named in the error; nullable integers read as numbers (the same
+    test as the NumPy array), and a missing one is refused as non-finite."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(5)
+    frame = pd.DataFrame({"x": rng.standard_normal(60), "count": pd.array(rng.integers(0, 5, 60), dtype="Int64")})
+    other = frame.assign(x=frame["x"] + 1.0)
+    key = jax.random.key(0)
+    want = bk.mmd_test(frame.to_numpy(float), other.to_numpy(float), key=key, n_permutations=99).p_value
+    assert bk.mmd_test(frame, other, key=key, n_permutations=99).p_value == want
+    labelled = frame.assign(group=["a", "b"] * 30, day=pd.date_range("2024-01-01", periods=60),
+                            kind=pd.Categorical(["u", "v"] * 30))
+    with pytest.raises(TypeError, match=r"Y has columns that do not hold real numbers: \['group', 'day', 'kind'\]"):
+        bk.mmd_test(frame, labelled, key=key)
+    with pytest.raises(TypeError, match="X must hold real numbers"):
+        bk.hsic_test(labelled["group"], frame["x"], key=key)
+    frame.loc[3, "count"] = pd.NA
+    with pytest.raises(ValueError, match="X contains 1 non-finite"):
+        bk.mmd_test(frame, other, key=key)
+
+
 def test_original_kbr_weights_of_an_all_zero_gamma_are_flagged():
     out = kbr.kbr_original_weights(G, np.zeros(40), G[:, :5], 1e-3, zero_weight_policy="zeros")
     assert bool(out.degenerate)  # the all-zero weights come with the flag, not as a posterior mean of 0

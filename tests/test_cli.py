@@ -5,6 +5,7 @@ import sys
 import arviz as az
 import jax
 import numpy as np
+import pandas as pd
 import pytest
 
 from bayeskern import compression as bc
@@ -63,7 +64,8 @@ def test_bad_files_give_one_line_errors(tmp_path, capsys):
     np.save(tmp_path / "y2.npy", np.arange(10.0).reshape(5, 2))
     cases = [
         ([str(tmp_path / "missing.csv"), str(tmp_path / "y2.npy")], "no such file"),
-        ([str(tmp_path / "bad.csv"), str(tmp_path / "y2.npy")], "cannot read"),
+        ([str(tmp_path / "bad.csv"), str(tmp_path / "y2.npy")],
+         f"X: columns ['b'] of {tmp_path / 'bad.csv'} do not hold numbers; choose the numeric ones with --columns"),
         ([str(tmp_path / "y2.npy"), str(tmp_path / "y3.npy")], "same dimension"),
         ([str(tmp_path / "y2.npy"), str(tmp_path / "y2.npy"), "--permutations", "0"], "--permutations must be >= 1"),
         ([str(tmp_path / "y2.npy"), str(tmp_path / "y2.npy"), "--tau2", "-1"], "--tau2 must be positive"),
@@ -76,6 +78,45 @@ def test_bad_files_give_one_line_errors(tmp_path, capsys):
     assert len(lines) == 1 and cases[0][1] in lines[0], proc.stderr
     for argv, message in cases[1:]:  # the same handler, in process (suite time)
         _assert_one_line_error(["two-sample", *argv, "--out", str(tmp_path)], message, capsys)
+
+
+def test_tables_with_names_dates_and_labels_are_read_by_their_columns(tmp_path, capsys):
+    """--columns picks columns by header name or 0-based position in CSV, text and .npy files; --y-columns picks the
+    second file's (both variables of an independence test in one table); what cannot be read is named."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(120)
+    table = pd.DataFrame({"date": pd.date_range("2020-01-01", periods=120).astype(str), "id": np.arange(120),
+                          "x": x, "y": x**2 + 0.3 * rng.standard_normal(120), "group": ["a", "b"] * 60})
+    table.to_csv(tmp_path / "p.csv", index=False)
+    shifted = table.assign(x=table["x"] + 2.0)
+    shifted.to_csv(tmp_path / "q.csv", index=False)
+    np.savetxt(tmp_path / "q.txt", shifted[["id", "x"]].to_numpy())          # no header: positions only
+    args = ["--kernel", "median", "--witness", "none", "--permutations", "49"]
+    for y_file, y_columns, out in (("q.csv", [], "names"), ("q.txt", ["--y-columns", "1"], "positions")):
+        assert main(["two-sample", str(tmp_path / "p.csv"), str(tmp_path / y_file), "--columns", "x", *y_columns,
+                     *args, "--out", str(tmp_path / out)]) == 0
+        summary = _summary(tmp_path / out)
+        assert summary["dimension"] == 1 and summary["n_x"] == summary["n_y"] == 120 and summary["reject_at_0.05"]
+    both = tmp_path / "both"
+    assert main(["independence", str(tmp_path / "p.csv"), str(tmp_path / "p.csv"), "--columns", "2",
+                 "--y-columns", "y", "--permutations", "99", "--out", str(both)]) == 0
+    summary = _summary(both)
+    assert summary["n"] == 120 and summary["dim_y"] == 1 and summary["reject_at_0.05"]
+    np.save(tmp_path / "q.npy", shifted[["x", "y"]].to_numpy())
+    assert main(["two-sample", str(tmp_path / "q.npy"), str(tmp_path / "q.npy"), "--columns", "0", *args,
+                 "--out", str(tmp_path / "npy")]) == 0
+    assert _summary(tmp_path / "npy")["p_value"] == 1.0
+    table.loc[7, "y"] = np.nan
+    table.to_csv(tmp_path / "holes.csv", index=False)
+    p, holes = str(tmp_path / "p.csv"), str(tmp_path / "holes.csv")
+    for argv, message in (
+        ([p, p, "--columns", "x,w"], f"--columns: X ({p}) has no column 'w' (columns: ['date', 'id', 'x', 'y', "
+                                     "'group'], or positions 0-4)"),
+        ([p, p, "--columns", "x", "--y-columns", "9"], "--y-columns: Y"),
+        ([p, p, "--columns", "x,group"], f"X: columns ['group'] of {p} do not hold numbers"),
+        ([holes, holes, "--columns", "x,y"], f"X: columns ['y'] of {holes} have empty cells"),
+    ):
+        _assert_one_line_error(["two-sample", *argv, *args, "--out", str(tmp_path / "bad")], message, capsys)
 
 
 def _assert_one_line_error(argv, message, capsys):

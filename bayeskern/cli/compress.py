@@ -6,7 +6,8 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, pyplot, report, write_summary, write_table
+from ._io import (add_column_options, add_seed_and_out, check, load_pair, pyplot, report, sample_columns,
+                  write_summary, write_table)
 
 __all__ = ["add_parsers"]
 
@@ -19,7 +20,7 @@ def _run(args):
     from bayeskern import Interrupted
     from bayeskern import compression as bc
 
-    X, Y = load_pair(args.x, args.y)
+    X, Y = load_pair(args.x, args.y, columns=sample_columns(args))
     check(args.m < X.shape[0], f"--m = {args.m} must be smaller than the {X.shape[0]} data pairs")
     if args.labels:
         check(Y.shape[1] == 1 and np.all(Y == np.round(Y)) and Y.min() >= 0,
@@ -96,6 +97,7 @@ def add_parsers(sub) -> None:
                                    "and compress.png.")
     p.add_argument("x", help="features (n, d_x): .npy or .csv/.txt, one point per row")
     p.add_argument("y", help="responses (n, d_y), paired with X row by row")
+    add_column_options(p)
     p.add_argument("--method", choices=METHODS, default="ackip",
                    help="ackip (default: best conditional fit), jkip, ackh or jkh (greedy, gradient-free)")
     p.add_argument("--m", type=int, default=50, help="size of the compressed set (default 50)")

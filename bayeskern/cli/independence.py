@@ -7,7 +7,7 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, pyplot, write_summary
+from ._io import add_column_options, add_seed_and_out, check, load_pair, pyplot, sample_columns, write_summary
 
 __all__ = ["add_parsers"]
 
@@ -18,7 +18,7 @@ def _run(args):
     import bayeskern as bk
     from bayeskern.inference import bkl_kernel
 
-    X, Y = load_pair(args.x, args.y)
+    X, Y = load_pair(args.x, args.y, columns=sample_columns(args))
     t0 = time.perf_counter()
     key = jax.random.key(args.seed)
     method = "permutation" if args.permutations > 0 else "gamma"
@@ -84,6 +84,7 @@ def add_parsers(sub) -> None:
                                    "heuristic. Writes summary.json and independence.png.")
     p.add_argument("x", help="first sample: .npy, or .csv/.txt with one point per row")
     p.add_argument("y", help="second sample, paired with X row by row (any number of columns)")
+    add_column_options(p)
     p.add_argument("--kernel", choices=("bkl", "median", "bayes"), default="median",
                    help="kernel rule for both variables: median heuristic (default), bkl (type-II ML), or bayes (the "
                         "Bayesian aggregated test over the BKE posterior kernels of each variable; permutations only)")

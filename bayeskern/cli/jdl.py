@@ -6,7 +6,8 @@ import numpy as np
 
 from pathlib import Path
 
-from ._io import add_seed_and_out, check, load_pair, load_sample, pyplot, report, write_summary, write_table
+from ._io import (add_column_options, add_seed_and_out, check, load_pair, load_sample, pyplot, report,
+                  sample_columns, write_summary, write_table)
 
 __all__ = ["add_parsers"]
 
@@ -59,10 +60,10 @@ def _run(args):
     import bayeskern as bk
     from bayeskern.jdl import fit_jdl
 
-    X, Y = load_pair(args.x, args.y)
+    X, Y = load_pair(args.x, args.y, columns=sample_columns(args))
     check(X.shape[0] >= 10, f"jdl needs at least 10 paired rows, got {X.shape[0]}")
     if args.query:
-        Xq = load_sample(args.query, "--query")
+        Xq = load_sample(args.query, "--query", args.columns)   # the columns of X
         check(Xq.shape[1] == X.shape[1], f"--query has {Xq.shape[1]} columns but X has {X.shape[1]}")
     elif X.shape[1] == 1:
         Xq = np.linspace(*np.quantile(X[:, 0], [0.01, 0.99]), 200)[:, None]
@@ -131,6 +132,7 @@ def add_parsers(sub) -> None:
                                    "(bayeskern.load), jdl.png and, when validating, validation.csv.")
     p.add_argument("x", help="conditioning sample (n, d_x): .npy or .csv/.txt, one point per row")
     p.add_argument("y", help="outcomes (n, d_y), paired with X row by row")
+    add_column_options(p)
     p.add_argument("--query", default=None,
                    help="points x at which to read the conditional law (default: a grid for 1-D X, else X)")
     p.add_argument("--constraint", choices=CONSTRAINTS, default="grid",

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import CLIError, add_seed_and_out, check, load_sample, pyplot, report, write_netcdf, write_summary
+from ._io import (CLIError, add_column_options, add_seed_and_out, check, load_sample, pyplot, report, sample_columns,
+                  write_netcdf, write_summary)
 
 __all__ = ["add_parsers"]
 
@@ -162,7 +163,9 @@ def _cmd_demo(args):
 
 
 def _cmd_two_sample(args):
-    X, Y = load_sample(args.x, "X"), load_sample(args.y, "Y")
+    x_columns, y_columns = sample_columns(args)
+    X = load_sample(args.x, "X", x_columns)
+    Y = load_sample(args.y, "Y", y_columns, "--y-columns" if args.y_columns is not None else "--columns")
     if X.shape[1] != Y.shape[1]:
         raise CLIError(f"X has {X.shape[1]} columns but Y has {Y.shape[1]}: samples must have the same dimension")
     return _two_sample_report(X, Y, args, f"two-sample: {args.x} vs {args.y}")
@@ -217,5 +220,6 @@ def add_parsers(sub) -> None:
                                      "with NUTS, posterior.nc.")
     two.add_argument("x", help="sample from P: .npy, or .csv/.txt with one point per row")
     two.add_argument("y", help="sample from Q, same number of columns as X")
+    add_column_options(two)
     _add_test_options(two)
     two.set_defaults(run=_cmd_two_sample, check=_check, outputs=_outputs)
