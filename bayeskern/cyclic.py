@@ -41,9 +41,11 @@ from .kernels.spectral import fourier_features, has_spectral_measure, kernel_sca
 from .sharding import _all_processes
 
 __all__ = ["CyclicLayout", "cyclic_layout", "null_size", "mmd_cyclic_statistics", "hsic_cyclic_statistics", "mmd_feature_statistics",
-           "hsic_feature_statistics", "choose_method", "DEFAULT_NUM_FEATURES", "FEATURES_ABOVE"]
+           "hsic_feature_statistics", "choose_method", "default_num_features", "DEFAULT_NUM_FEATURES",
+           "MAX_DEFAULT_FEATURES", "FEATURES_ABOVE", "WIDE_FROM_DIM", "WIDE_FEATURES_ABOVE"]
 
 DEFAULT_NUM_FEATURES = {"mmd": 64, "hsic": 32}   # frequencies per kernel (each gives a cosine and a sine)
+MAX_DEFAULT_FEATURES = 1024  # the two-sample default's cap in high dimension
 # method="auto": random permutations below MIN_CYCLIC_ROWS rows (unless B + 1 rows suffice), the exact kernel with
 # cyclic shifts up to FEATURES_ABOVE pooled points (MMD) or pairs (HSIC), random features above
 MIN_CYCLIC_ROWS = 200
@@ -51,9 +53,15 @@ MIN_CYCLIC_ROWS = 200
 # large blocks beat many small ones, and more shifts than B only refine the p-value
 MIN_BLOCKS = 256
 FEATURES_ABOVE = {"mmd": 2000, "hsic": 4000}
+# ... and for two samples from WIDE_FROM_DIM dimensions on, up to WIDE_FEATURES_ABOVE pooled points: there the
+# features lose much of the exact kernel's power (changes of scale show at fine kernels, whose features need far
+# more frequencies than dimensions), and the exact pass at 10^4 points takes about a minute on two cores
+WIDE_FROM_DIM = 32
+WIDE_FEATURES_ABOVE = 10_000
 _CHUNK_ENTRIES = 1 << 23    # feature values per chunk of rows (64 MiB in float64)
 _SPECTRA_ENTRIES = 1 << 23  # complex entries of the HSIC spectra held at once (128 MiB)
-_PROGRESS_ROWS = 100_000    # progress_bar=None shows a bar from this many rows on
+_PROGRESS_ROWS = 100_000    # progress_bar=None shows a bar from this many rows on (features)
+_PROGRESS_EXACT_ROWS = 5000  # ... and from this many with the exact kernel, whose pass grows as N^2
 
 
 @dataclass(frozen=True)
@@ -111,11 +119,13 @@ def _reflect(blocks, axis=1):
     return jnp.take(blocks, (-np.arange(q)) % q, axis=axis)
 
 
-def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test: str = "mmd") -> str:
+def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test: str = "mmd",
+                  dim: int = 1) -> str:
     """The null a test runs: ``method`` itself, or for ``"auto"``: ``"permutation"`` for samples too small for
     min(B, ``MIN_CYCLIC_ROWS`` - 1) relabellings (the cyclic group of N rows has N - 1, with its reflections
-    2N - 1), ``"cyclic"`` up to ``FEATURES_ABOVE[test]`` rows (and at any size for kernels without a spectral
-    measure), ``"features"`` above.
+    2N - 1), ``"cyclic"`` up to ``FEATURES_ABOVE[test]`` rows, or for two samples of ``WIDE_FROM_DIM`` or more
+    dimensions up to ``WIDE_FEATURES_ABOVE`` (and at any size for kernels without a spectral measure),
+    ``"features"`` above.
 
     Args:
         method: ``"auto"``, ``"permutation"``, ``"cyclic"`` or ``"features"``.
@@ -123,6 +133,7 @@ def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test
         kernels: every kernel of the test.
         n_permutations: B.
         test: ``"mmd"`` or ``"hsic"``.
+        dim: the dimension D of the points (MMD).
 
     Returns:
         The method to run.
@@ -139,7 +150,28 @@ def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test
         return method
     if num_rows < min(n_permutations + 1, MIN_CYCLIC_ROWS) or 2 * num_rows - 1 < n_permutations:
         return "permutation"
-    return "features" if num_rows > FEATURES_ABOVE[test] and stationary else "cyclic"
+    wide = test == "mmd" and dim >= WIDE_FROM_DIM
+    return "features" if num_rows > (WIDE_FEATURES_ABOVE if wide else FEATURES_ABOVE[test]) and stationary \
+        else "cyclic"
+
+
+def default_num_features(test: str, dim: int) -> int:
+    """Frequencies per kernel of the feature tests when the caller gives none: for two samples as many as the
+    dimension D, from 64 up to ``MAX_DEFAULT_FEATURES`` (a change spread over many of D directions reaches the
+    feature statistic a few frequencies at a time, and 64 of them keep little of the exact kernel's power in
+    hundreds of dimensions); for independence 32 per kernel and variable (the cost there grows with the product of
+    both variables' counts).
+
+    Args:
+        test: ``"mmd"`` or ``"hsic"``.
+        dim: the dimension D of the points.
+
+    Returns:
+        R.
+    """
+    if test == "hsic":
+        return DEFAULT_NUM_FEATURES["hsic"]
+    return int(min(max(DEFAULT_NUM_FEATURES["mmd"], dim), MAX_DEFAULT_FEATURES))
 
 
 @partial(jax.jit, static_argnums=1)
@@ -168,9 +200,9 @@ def _chunk_plan(layout: CyclicLayout, num_features: int, distributed: bool):
     return per_chunk, range(first * per_chunk, s, per_chunk * step)
 
 
-def _progress(layout: CyclicLayout, total: int, progress_bar, description: str):
-    """A tqdm bar over ``total`` chunks; ``progress_bar=None`` shows it for runs of ``_PROGRESS_ROWS`` rows or more."""
-    show = len(layout.order) >= _PROGRESS_ROWS if progress_bar is None else bool(progress_bar)
+def _progress(layout: CyclicLayout, total: int, progress_bar, description: str, from_rows: int = _PROGRESS_ROWS):
+    """A tqdm bar over ``total`` chunks; ``progress_bar=None`` shows it for runs of ``from_rows`` rows or more."""
+    show = len(layout.order) >= from_rows if progress_bar is None else bool(progress_bar)
     return tqdm(total=total, desc=description, disable=not show, leave=False)
 
 
@@ -235,7 +267,7 @@ def mmd_cyclic_statistics(kernels, Z, n: int, layout: CyclicLayout, estimator: s
         n: rows from P.
         layout: the rows used and their places (:func:`cyclic_layout` of N).
         estimator: ``"unbiased"`` or ``"biased"``.
-        progress_bar: show a bar; None for runs of at least 10^5 rows.
+        progress_bar: show a bar; None for runs of at least 5000 rows.
 
     Returns:
         (q, K) statistics, row 0 the observed labelling; (2q, K) for a reflected layout, rows q to 2q - 1 those of
@@ -248,7 +280,7 @@ def mmd_cyclic_statistics(kernels, Z, n: int, layout: CyclicLayout, estimator: s
     m_used = len(layout.order) - n_used
     labels = jnp.stack([first, _reflect(first)] if layout.reflected else [first], axis=1)   # (s, P, q)
     spectra = jnp.zeros((labels.shape[1], len(kernels), q // 2 + 1), jnp.result_type(rows.dtype, jnp.complex64))
-    with _progress(layout, s * s, progress_bar, "MMD (cyclic shifts)") as bar:
+    with _progress(layout, s * s, progress_bar, "MMD (cyclic shifts)", _PROGRESS_EXACT_ROWS) as bar:
         for t in range(s):
             for u in range(s):
                 spectra = spectra + _mmd_cyclic_block(tuple(kernels), rows[t], rows[u], labels[t], labels[u], t == u,
@@ -284,7 +316,7 @@ def hsic_cyclic_statistics(kxs, kys, X, Y, layout: CyclicLayout, progress_bar=No
         X: (n, d_x) array.
         Y: (n, d_y) array, paired row by row with X.
         layout: the pairs used and their places (:func:`cyclic_layout` of n).
-        progress_bar: show a bar; None for runs of at least 10^5 pairs.
+        progress_bar: show a bar; None for runs of at least 5000 pairs.
 
     Returns:
         (q, Kx * Ky) statistics (pairs in the order kxs[0] with every ky, then kxs[1], ...), row 0 observed; (2q,
@@ -298,7 +330,7 @@ def hsic_cyclic_statistics(kxs, kys, X, Y, layout: CyclicLayout, progress_bar=No
     P = 2 if layout.reflected else 1
     spectra = jnp.zeros((P, q // 2 + 1, len(kxs), len(kys)), jnp.result_type(xs.dtype, jnp.complex64))
     row_k, row_l = jnp.zeros((len(kxs), s, q), xs.dtype), jnp.zeros((P, len(kys), s, q), xs.dtype)
-    with _progress(layout, s * s, progress_bar, "HSIC (cyclic shifts)") as bar:
+    with _progress(layout, s * s, progress_bar, "HSIC (cyclic shifts)", _PROGRESS_EXACT_ROWS) as bar:
         for t in range(s):
             for u in range(s):
                 block, rk, rl = _hsic_cyclic_block(kxs, kys, xs[t], xs[u], ys[t], ys[u], layout.reflected)

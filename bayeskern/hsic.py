@@ -225,7 +225,8 @@ def hsic_test(
             ``"gamma"``: n * HSIC_b against the moment-matched Gamma null of Gretton et al. (2008), two matrix-free
             passes in all (asymptotic level).
         num_features: R, random frequencies per kernel and variable with features.
-        progress_bar: show progress on stderr (cyclic and features); None shows it from 10^5 pairs on.
+        progress_bar: show progress on stderr (cyclic and features); None shows it from 5000 pairs on with the
+            exact kernel (cyclic), from 10^5 with features.
         block_size: rows per block of the matrix-free passes.
         dense_max: largest n for which Gram matrices are formed.
 

@@ -13,7 +13,7 @@ from ._validation import (as_points, as_real_array, check_count, check_covarianc
                           check_min_points, check_positive, check_same_dim, num_points)
 from .kernels.base import Kernel
 from .kernels.blockwise import DEFAULT_BLOCK_SIZE, blocked_matvec, diagonal_sum, pair_sum, prepare_pair
-from .cyclic import (DEFAULT_NUM_FEATURES, choose_method, cyclic_layout, mmd_cyclic_statistics,
+from .cyclic import (choose_method, default_num_features, cyclic_layout, mmd_cyclic_statistics,
                      mmd_feature_statistics)
 from .sharding import RowShards, gather_rows, reject_row_shards
 from .testresult import HypothesisTestResult, permutation_p_value
@@ -214,7 +214,7 @@ def mmd_test(
     n_permutations: int = 500,
     estimator: str = "unbiased",
     method: str = "auto",
-    num_features: int = DEFAULT_NUM_FEATURES["mmd"],
+    num_features: int | None = None,
     progress_bar: bool | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
     max_label_columns: int = 2**25,
@@ -230,7 +230,8 @@ def mmd_test(
     one FFT pass, O((n + m)^2 log B) per kernel. ``method="features"``: the same null with each kernel replaced by
     ``num_features`` random Fourier features, O((n + m) R log B) per kernel, for large samples. ``"auto"``
     (default): permutations for small samples (below 200 points, or 2N - 1 < B), the cyclic null up to
-    ``FEATURES_ABOVE["mmd"]`` pooled points, the features above it (when every kernel is stationary).
+    ``FEATURES_ABOVE["mmd"]`` pooled points (``WIDE_FEATURES_ABOVE`` from ``WIDE_FROM_DIM`` dimensions on), the
+    features above it (when every kernel is stationary).
 
     Args:
         X: (n, d) float array, the sample of P; with ``method="features"`` also a
@@ -250,8 +251,10 @@ def mmd_test(
         estimator: ``"unbiased"`` (U-statistic, default) or ``"biased"``, with the permutation or feature null;
             ``"linear"``: the linear-time statistic with its asymptotic normal null.
         method: ``"auto"``, ``"permutation"``, ``"cyclic"`` or ``"features"`` (see above).
-        num_features: R, random frequencies per kernel with ``method="features"`` (each gives a cosine and a sine).
-        progress_bar: show progress on stderr (cyclic and features); None shows it from 10^5 pooled points on.
+        num_features: R, random frequencies per kernel with ``method="features"`` (each gives a cosine and a sine);
+            default :func:`bayeskern.cyclic.default_num_features`: the dimension D, from 64 up to 1024.
+        progress_bar: show progress on stderr (cyclic and features); None shows it from 5000 pooled points on with
+            the exact kernel (cyclic), from 10^5 with features.
         block_size: rows per block of the matrix-free passes.
         max_label_columns: memory cap on permutations evaluated together (labels x points).
 
@@ -287,7 +290,8 @@ def mmd_test(
     if key is not None:
         check_key(key)
     n_permutations = check_count(n_permutations, "n_permutations")
-    num_features = check_count(num_features, "num_features")
+    if num_features is not None:
+        num_features = check_count(num_features, "num_features")
     block_size, max_label_columns = check_count(block_size, "block_size"), check_count(max_label_columns,
                                                                                       "max_label_columns")
     points = as_points(X, "X"), as_points(Y, "Y")
@@ -300,7 +304,8 @@ def mmd_test(
     X, Y = _prepare_samples(X, Y, collection.kernels[0] if collection else kernel, 2)
     kernels = collection.kernels if collection else (kernel,)
     N = X.shape[0] + Y.shape[0]
-    method = "linear" if estimator == "linear" else choose_method(method, N, kernels, n_permutations)
+    method = "linear" if estimator == "linear" else choose_method(method, N, kernels, n_permutations,
+                                                                  dim=X.shape[1])
     if method in ("cyclic", "features"):
         if key is None:
             raise ValueError("mmd_test with a permutation null needs a PRNG key: pass key=jax.random.key(seed)")
@@ -309,8 +314,9 @@ def mmd_test(
             stats = mmd_cyclic_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout, estimator,
                                           progress_bar)
         else:
+            R = default_num_features("mmd", X.shape[1]) if num_features is None else num_features
             stats = mmd_feature_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout,
-                                           jax.random.fold_in(key, _FEATURE_STREAM), num_features, estimator,
+                                           jax.random.fold_in(key, _FEATURE_STREAM), R, estimator,
                                            progress_bar, distributed)
         return _result(stats, kernel, collection, method)
 

@@ -19,6 +19,7 @@ Run:  python benchmarks/bench_test_scale.py --cells NAME ... [--reps R] [--out r
       python benchmarks/bench_test_scale.py --budget 10 --cost-json cost.json   # power at 10 s per test
       python benchmarks/bench_test_scale.py --million [--processes 2]          # n = 10^6: time, decision
       python benchmarks/bench_test_scale.py --design --reps 100                # random features: R and the crossover
+      python benchmarks/bench_test_scale.py --design --wide --reps 40          # only the high-dimensional problems
       python benchmarks/bench_test_scale.py --report results.json [--figure scale.png]
 """
 
@@ -321,15 +322,32 @@ DESIGN_HSIC = {
 }
 
 
-def design(reps, features=(32, 64, 128, 256), hsic_features=(8, 16, 32, 64)):
-    """Power and seconds of "bayes" with the exact kernel (cyclic null) and with R random features, same data."""
+def _sparse_change(rng, n, d, k, shift=0.0, scale=1.0):
+    """Standard normal samples in d dimensions, the second with its first k coordinates shifted and scaled."""
+    X, Y = rng.standard_normal((n, d)), rng.standard_normal((n, d))
+    Y[:, :k] = shift + scale * Y[:, :k]
+    return X, Y
+
+
+DESIGN_WIDE = {   # high dimension: how the number of features must grow with d
+    "sparse mean shift d=768 (20 coords by 0.1, n=2000)": lambda r: _sparse_change(r, 2000, 768, 20, shift=0.1),
+    "sparse scale change d=256 (30 coords x1.1, n=2000)": lambda r: _sparse_change(r, 2000, 256, 30, scale=1.1),
+}
+
+
+def design(reps, features=(32, 64, 128, 256), hsic_features=(8, 16, 32, 64), wide_features=(64, 256, None, 1024),
+           only=None):
+    """Power and seconds of "bayes" with the exact kernel (cyclic null) and with R random features, same data
+    (R = None: the default for the data's dimension); ``only``: these problems of DESIGN_WIDE alone."""
     import jax
 
     import bayeskern as bk
 
     bk.enable_x64()
     runs = [(name, sampler, "mmd", features) for name, sampler in DESIGN.items()] + [
+        (name, sampler, "mmd", wide_features) for name, sampler in DESIGN_WIDE.items()] + [
         (name, sampler, "hsic", hsic_features) for name, sampler in DESIGN_HSIC.items()]
+    runs = [run for run in runs if only is None or run[0] in only]
     for name, sampler, kind, counts in runs:
         rng = np.random.default_rng(21)
         data = [sampler(rng) for _ in range(reps)]
@@ -337,7 +355,7 @@ def design(reps, features=(32, 64, 128, 256), hsic_features=(8, 16, 32, 64)):
             (lambda X, Y, key, **o: bk.hsic_test(X, Y, "bayes", "bayes", key=key, **o))
         cols = {}
         for label, options in [("exact", dict(method="cyclic"))] + [
-                (f"R={R}", dict(method="features", num_features=R)) for R in counts]:
+                (f"R={R or 'default'}", dict(method="features", num_features=R)) for R in counts]:
             test(*data[0], jax.random.key(0), **options)
             start = time.perf_counter()
             rejections = [test(X, Y, jax.random.key(r + 1), **options).reject(0.05) for r, (X, Y) in enumerate(data)]
@@ -418,6 +436,7 @@ def main():
     parser.add_argument("--n", type=int, default=1_000_000, help="with --million: points per sample")
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--design", action="store_true", help="the number of random features and the crossover")
+    parser.add_argument("--wide", action="store_true", help="with --design: only the high-dimensional problems")
     parser.add_argument("--report", type=Path, default=None)
     parser.add_argument("--figure", type=Path, default=None)
     args = parser.parse_args()
@@ -427,7 +446,7 @@ def main():
         return report(args.report, args.figure)
     print(machine_line("alpha = 0.05, bayeskern defaults (500 permutations, method='auto')"), flush=True)
     if args.design:
-        return design(args.reps)
+        return design(args.reps, only=DESIGN_WIDE if args.wide else None)
     if args.million:
         return million(args.n, args.processes)
     if args.cost:

@@ -9,9 +9,10 @@ import pytest
 
 import bayeskern as bk
 from bayeskern import cyclic
-from bayeskern.cyclic import (FEATURES_ABOVE, MIN_CYCLIC_ROWS, _features, _frequencies, cyclic_layout,
-                             hsic_cyclic_statistics, hsic_feature_statistics, mmd_cyclic_statistics,
-                             mmd_feature_statistics, null_size)
+from bayeskern.cyclic import (FEATURES_ABOVE, MAX_DEFAULT_FEATURES, MIN_CYCLIC_ROWS, WIDE_FEATURES_ABOVE,
+                              WIDE_FROM_DIM, _features, _frequencies, choose_method, cyclic_layout,
+                              default_num_features, hsic_cyclic_statistics, hsic_feature_statistics,
+                              mmd_cyclic_statistics, mmd_feature_statistics, null_size)
 from bayeskern.kernels.spectral import fourier_features, spectral_frequencies
 
 
@@ -98,6 +99,25 @@ def test_the_layout_divides_the_rows_into_enough_blocks():
         assert N % q == min(N % c for c in range(min(L, N), min(2 * L, N) + 1))
         assert null_size(layout) == (2 * q - 1 if reflected else q - 1) >= min(B, N - 1)
     assert not cyclic_layout(73, 100, key, reflections=False).reflected
+
+
+def test_in_high_dimension_the_default_features_follow_the_dimension_and_track_the_exact_kernel():
+    """64 frequencies approximate the statistics of a kernel on 300-dimensional data poorly (a change spread over
+    many directions reaches them a few frequencies at a time); the default takes as many frequencies as dimensions,
+    and its statistics over every shift follow the exact kernel's on the same layout (the correlation grows as
+    about sqrt(R / (R + c)): 0.44 at R = 64, 0.76 at R = D = 300, 0.88 at 1024)."""
+    assert [default_num_features("mmd", d) for d in (1, 64, 300, 5000)] == [64, 64, 300, MAX_DEFAULT_FEATURES]
+    assert default_num_features("hsic", 300) == 32
+    rng = np.random.default_rng(8)
+    X, Y = rng.standard_normal((400, 300)), rng.standard_normal((400, 300))
+    Y[:, :10] += 0.3
+    kernel, key = bk.RBF(float(bk.median_heuristic(X, Y))), jax.random.key(9)
+    run = lambda **options: bk.mmd_test(X, Y, kernel, key=key, n_permutations=199, **options)
+    exact, default = run(method="cyclic"), run(method="features")
+    assert default.statistic == run(method="features", num_features=300).statistic
+    every_shift = lambda r: np.r_[r.statistic, r.null_samples]
+    corr = lambda r: np.corrcoef(every_shift(r), every_shift(exact))[0, 1]
+    assert corr(default) > 0.7 and corr(run(method="features", num_features=64)) < 0.55   # 0.76 and 0.44
 
 
 def test_mmd_feature_statistics_equal_brute_force_for_every_shift():
@@ -208,6 +228,13 @@ def test_auto_chooses_permutations_then_the_exact_cyclic_null_then_features():
     assert bk.mmd_test(X, Y[:-1], key=key, n_permutations=9).method == "cyclic"
     assert bk.mmd_test(X, Y, key=key, n_permutations=9).method == "features"
     assert bk.mmd_test(X, Y, bk.kernels.Linear(), key=key, n_permutations=9).method == "cyclic"   # not stationary
+    wide = (bk.RBF(1.0),)   # from WIDE_FROM_DIM dimensions on the exact kernel is kept up to WIDE_FEATURES_ABOVE
+    assert choose_method("auto", WIDE_FEATURES_ABOVE, wide, 500, dim=WIDE_FROM_DIM) == "cyclic"
+    assert choose_method("auto", WIDE_FEATURES_ABOVE + 1, wide, 500, dim=WIDE_FROM_DIM) == "features"
+    assert choose_method("auto", N + 1, wide, 500, dim=WIDE_FROM_DIM - 1) == "features"
+    assert choose_method("auto", N + 1, wide, 500, "hsic", dim=WIDE_FROM_DIM) == "cyclic"   # hsic: FEATURES_ABOVE
+    Xw, Yw = rng.standard_normal((N // 2, WIDE_FROM_DIM)), rng.standard_normal((N // 2 + 1, WIDE_FROM_DIM))
+    assert bk.mmd_test(Xw, Yw, key=key, n_permutations=9).method == "cyclic"
     n = FEATURES_ABOVE["hsic"]
     x = rng.standard_normal((n + 1, 1))
     assert bk.hsic_test(x[:-1], x[:-1] ** 2, key=key, n_permutations=9).method == "cyclic"
