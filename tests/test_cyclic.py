@@ -214,7 +214,7 @@ def test_ties_of_binary_data_are_counted_exactly_under_the_feature_null():
         assert result.p_value == pytest.approx(exact, abs=1e-12), r
 
 
-def test_auto_chooses_permutations_then_the_exact_cyclic_null_then_features():
+def test_auto_chooses_permutations_then_the_exact_cyclic_null_then_features(monkeypatch):
     rng = np.random.default_rng(4)
     key = jax.random.key(0)
     small = rng.standard_normal((MIN_CYCLIC_ROWS // 2, 1))
@@ -233,8 +233,10 @@ def test_auto_chooses_permutations_then_the_exact_cyclic_null_then_features():
     assert choose_method("auto", WIDE_FEATURES_ABOVE + 1, wide, 500, dim=WIDE_FROM_DIM) == "features"
     assert choose_method("auto", N + 1, wide, 500, dim=WIDE_FROM_DIM - 1) == "features"
     assert choose_method("auto", N + 1, wide, 500, "hsic", dim=WIDE_FROM_DIM) == "cyclic"   # hsic: FEATURES_ABOVE
-    Xw, Yw = rng.standard_normal((N // 2, WIDE_FROM_DIM)), rng.standard_normal((N // 2 + 1, WIDE_FROM_DIM))
-    assert bk.mmd_test(Xw, Yw, key=key, n_permutations=9).method == "cyclic"
+    seen = []   # mmd_test hands choose_method the dimension of the points
+    monkeypatch.setattr(bk.mmd, "choose_method", lambda *a, **k: seen.append(k["dim"]) or choose_method(*a, **k))
+    assert bk.mmd_test(rng.standard_normal((30, 40)), rng.standard_normal((30, 40)), key=key).method == "permutation"
+    assert seen == [40]
     n = FEATURES_ABOVE["hsic"]
     x = rng.standard_normal((n + 1, 1))
     assert bk.hsic_test(x[:-1], x[:-1] ** 2, key=key, n_permutations=9).method == "cyclic"
