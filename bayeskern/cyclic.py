@@ -155,22 +155,19 @@ def choose_method(method: str, num_rows: int, kernels, n_permutations: int, test
         else "cyclic"
 
 
-def default_num_features(test: str, dim: int) -> int:
-    """Frequencies per kernel of the feature tests when the caller gives none: for two samples as many as the
-    dimension D, from 64 up to ``MAX_DEFAULT_FEATURES`` (a change spread over many of D directions reaches the
-    feature statistic a few frequencies at a time, and 64 of them keep little of the exact kernel's power in
-    hundreds of dimensions); for independence 32 per kernel and variable (the cost there grows with the product of
-    both variables' counts).
+def default_num_features(dim: int) -> int:
+    """Frequencies per kernel of the two-sample feature test when the caller gives none: as many as the dimension
+    D, from 64 up to ``MAX_DEFAULT_FEATURES`` (a change spread over many of D directions reaches the feature
+    statistic a few frequencies at a time, and 64 of them keep little of the exact kernel's power in hundreds of
+    dimensions). The independence test keeps ``DEFAULT_NUM_FEATURES["hsic"]`` per kernel and variable: its cost
+    grows with the product of both variables' counts.
 
     Args:
-        test: ``"mmd"`` or ``"hsic"``.
         dim: the dimension D of the points.
 
     Returns:
         R.
     """
-    if test == "hsic":
-        return DEFAULT_NUM_FEATURES["hsic"]
     return int(min(max(DEFAULT_NUM_FEATURES["mmd"], dim), MAX_DEFAULT_FEATURES))
 
 

@@ -314,7 +314,7 @@ def mmd_test(
             stats = mmd_cyclic_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout, estimator,
                                           progress_bar)
         else:
-            R = default_num_features("mmd", X.shape[1]) if num_features is None else num_features
+            R = default_num_features(X.shape[1]) if num_features is None else num_features
             stats = mmd_feature_statistics(kernels, jnp.concatenate([X, Y]), X.shape[0], layout,
                                            jax.random.fold_in(key, _FEATURE_STREAM), R, estimator,
                                            progress_bar, distributed)

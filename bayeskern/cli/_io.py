@@ -104,20 +104,21 @@ def _is_number(token: str) -> bool:
 
 def _column(table, token: str, name: str, path, option: str):
     """The column of ``table`` that ``token`` names: a header name, else a 0-based position."""
-    if token in map(str, table.columns):
-        return next(c for c in table.columns if str(c) == token)
+    names = {str(c): c for c in table.columns}
+    if token in names:
+        return names[token]
     if token.isdigit() and int(token) < table.shape[1]:
         return table.columns[int(token)]
-    raise CLIError(f"{option}: {name} ({path}) has no column {token!r} (columns: {[str(c) for c in table.columns]}, "
+    raise CLIError(f"{option}: {name} ({path}) has no column {token!r} (columns: {list(names)}, "
                    f"or positions 0-{table.shape[1] - 1})")
 
 
-def load_pair(path_x: str, path_y: str, names=("X", "Y"), columns=(None, None)):
-    """Two samples of paired rows (same number of points); ``columns`` as :func:`load_sample`'s, one per file."""
+def load_pair(path_x: str, path_y: str, names=("X", "Y"), columns=(None, None), paired: bool = True):
+    """Two samples; ``columns`` as :func:`load_sample`'s, one per file; ``paired``: the rows must match."""
     X = load_sample(path_x, names[0], columns[0])
     Y = load_sample(path_y, names[1], columns[1], "--y-columns" if columns[1] != columns[0] else "--columns")
-    check(X.shape[0] == Y.shape[0], f"{names[0]} has {X.shape[0]} rows but {names[1]} has {Y.shape[0]}: "
-                                    "the rows must be paired")
+    check(not paired or X.shape[0] == Y.shape[0], f"{names[0]} has {X.shape[0]} rows but {names[1]} has "
+                                                  f"{Y.shape[0]}: the rows must be paired")
     return X, Y
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._io import (CLIError, add_column_options, add_seed_and_out, check, load_sample, pyplot, report, sample_columns,
+from ._io import (CLIError, add_column_options, add_seed_and_out, check, load_pair, pyplot, report, sample_columns,
                   write_netcdf, write_summary)
 
 __all__ = ["add_parsers"]
@@ -163,9 +163,7 @@ def _cmd_demo(args):
 
 
 def _cmd_two_sample(args):
-    x_columns, y_columns = sample_columns(args)
-    X = load_sample(args.x, "X", x_columns)
-    Y = load_sample(args.y, "Y", y_columns, "--y-columns" if args.y_columns is not None else "--columns")
+    X, Y = load_pair(args.x, args.y, columns=sample_columns(args), paired=False)
     if X.shape[1] != Y.shape[1]:
         raise CLIError(f"X has {X.shape[1]} columns but Y has {Y.shape[1]}: samples must have the same dimension")
     return _two_sample_report(X, Y, args, f"two-sample: {args.x} vs {args.y}")
